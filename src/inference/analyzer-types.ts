@@ -1,0 +1,56 @@
+/**
+ * Shared types between the analysis engine (src/image, src/inference) and the service
+ * (src/service, src/auth, src/rest). The engine implements {@link Analyzer}; the service only
+ * depends on this file and on the typed errors.
+ */
+
+/** LINE_NAMES lists the three principal lines in the order the model emits them after "palm". */
+export const LINE_NAMES = ["heart", "head", "life"] as const;
+
+/** LineName is one of the three principal lines. */
+export type LineName = (typeof LINE_NAMES)[number];
+
+/** LineStats is SPEC.md section 3 `stats.<line>`. */
+export interface LineStats {
+  /** Number of 255 pixels in the full-size mask. */
+  pixels: number;
+  /** Mean model probability over those pixels, in [0,1]; 0 when there are none. */
+  confidence: number;
+  /** Percentage of the image's pixels covered by the mask, in [0,100], rounded to two decimals. */
+  coverage: number;
+  /** Whether the line was found (enough pixels and confidence). */
+  detected: boolean;
+}
+
+/** AnalysisResult is everything the engine produces for one image. */
+export interface AnalysisResult {
+  /** Model version from the ONNX metadata, e.g. "palm-lines-1.0.0". */
+  model: string;
+  /** Width and height of the EXIF-oriented input, in pixels. */
+  width: number;
+  height: number;
+  /** JPEG overlay, width x height. */
+  overlay: Uint8Array;
+  /** Single-channel PNG per line, width x height, 255 on the line and 0 elsewhere. */
+  masks: Record<LineName, Uint8Array>;
+  stats: Record<LineName, LineStats>;
+}
+
+/** AnalyzeOptions are per-call options of {@link Analyzer.analyze}. */
+export interface AnalyzeOptions {
+  /** Aborts queued or running work (request deadline, client gone). */
+  signal?: AbortSignal;
+}
+
+/** Analyzer turns image bytes into an {@link AnalysisResult}. */
+export interface Analyzer {
+  /** Model version, known once loaded: the `model` field of every result. */
+  readonly model: string;
+  /**
+   * analyze runs the whole pipeline on one image file. Throws ImageError for bad input,
+   * OverloadedError when the replica's bounded queue is full, and anything else for faults.
+   */
+  analyze(image: Uint8Array, options?: AnalyzeOptions): Promise<AnalysisResult>;
+  /** close stops the worker pool. */
+  close(): Promise<void>;
+}
