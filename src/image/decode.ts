@@ -1,0 +1,157 @@
+/**
+ * Image decoding: format sniffing by magic bytes, cheap header checks, then a full decode with
+ * sharp under explicit limits, EXIF orientation applied, to 8-bit sRGB raw pixels.
+ */
+import sharp from "sharp";
+import type { Metadata, OutputInfo } from "sharp";
+import { ImageError } from "./image-error.js";
+
+/** ImageFormat is one of the two accepted input formats. */
+export type ImageFormat = "jpeg" | "png";
+
+/**
+ * IMAGE_LIMITS are SPEC.md section 2 input limits: file size in bytes, side length in pixels
+ * (after EXIF orientation) and total pixel count.
+ */
+export const IMAGE_LIMITS = Object.freeze({
+  /** Largest accepted image file: 5 MiB. */
+  maxBytes: 5 * 1024 * 1024,
+  /** Smallest accepted side, pixels. */
+  minSide: 64,
+  /** Largest accepted side, pixels. */
+  maxSide: 10_000,
+  /** Largest accepted width x height. */
+  maxPixels: 40_000_000,
+});
+
+/** RawImage is an interleaved 8-bit image, row-major, `channels` bytes per pixel. */
+export interface RawImage {
+  /** Pixel bytes, width * height * channels long. */
+  data: Uint8Array;
+  /** Width in pixels. */
+  width: number;
+  /** Height in pixels. */
+  height: number;
+  /** Bytes per pixel: 3 for RGB. */
+  channels: number;
+}
+
+/** ImageHeader is what {@link readImageHeader} learns without decoding pixels. */
+export interface ImageHeader {
+  format: ImageFormat;
+  /** Width after EXIF orientation, pixels. */
+  width: number;
+  /** Height after EXIF orientation, pixels. */
+  height: number;
+  /** EXIF orientation tag, 1 when absent. */
+  orientation: number;
+}
+
+/** DecodedImage is an upright 8-bit RGB image plus its header. */
+export interface DecodedImage extends RawImage {
+  format: ImageFormat;
+  channels: 3;
+}
+
+const JPEG_MAGIC = [0xff, 0xd8, 0xff];
+const PNG_MAGIC = [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a];
+
+function startsWith(bytes: Uint8Array, magic: readonly number[]): boolean {
+  if (bytes.length < magic.length) return false;
+  for (let i = 0; i < magic.length; i++) if (bytes[i] !== magic[i]) return false;
+  return true;
+}
+
+/**
+ * sniffImageFormat recognises JPEG (`FF D8 FF`) and PNG (the 8-byte signature) by their leading
+ * bytes, never by a declared type. Returns undefined for anything else.
+ */
+export function sniffImageFormat(bytes: Uint8Array): ImageFormat | undefined {
+  if (startsWith(bytes, JPEG_MAGIC)) return "jpeg";
+  if (startsWith(bytes, PNG_MAGIC)) return "png";
+  return undefined;
+}
+
+function asBuffer(bytes: Uint8Array): Buffer {
+  return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
+/**
+ * readImageHeader checks size and format and reads the header dimensions without decoding the
+ * pixels, so that a decompression bomb (a tiny file declaring 60,000 x 60,000 pixels) costs
+ * nothing. Throws {@link ImageError}: `image_too_large` over {@link IMAGE_LIMITS}.maxBytes,
+ * `unsupported_image_format` unless JPEG or PNG, `invalid_image` for an unreadable header,
+ * `image_dimensions_out_of_range` when a side (after EXIF orientation) is outside 64..10,000 px
+ * or the image exceeds 40 megapixels.
+ */
+export async function readImageHeader(bytes: Uint8Array): Promise<ImageHeader> {
+  if (bytes.byteLength > IMAGE_LIMITS.maxBytes) {
+    throw new ImageError(
+      "image_too_large",
+      `The image is ${bytes.byteLength} bytes; at most ${IMAGE_LIMITS.maxBytes} bytes (5 MiB) are accepted.`,
+    );
+  }
+  const format = sniffImageFormat(bytes);
+  if (format === undefined) {
+    throw new ImageError("unsupported_image_format", "The image must be a JPEG or PNG file.");
+  }
+  let meta: Metadata;
+  try {
+    meta = await sharp(asBuffer(bytes), { limitInputPixels: false, failOn: "error" }).metadata();
+  } catch (cause) {
+    throw new ImageError("invalid_image", `The ${format.toUpperCase()} image could not be read.`, { cause });
+  }
+  if (meta.format !== format || !(meta.width > 0) || !(meta.height > 0)) {
+    throw new ImageError("invalid_image", `The ${format.toUpperCase()} image could not be read.`);
+  }
+  const orientation = meta.orientation ?? 1;
+  const swap = orientation >= 5 && orientation <= 8;
+  const width = swap ? meta.height : meta.width;
+  const height = swap ? meta.width : meta.height;
+  checkDimensions(width, height);
+  return { format, width, height, orientation };
+}
+
+/**
+ * checkDimensions throws `image_dimensions_out_of_range` unless each side is within
+ * 64..10,000 px and width x height is at most 40 megapixels.
+ */
+export function checkDimensions(width: number, height: number): void {
+  const { minSide, maxSide, maxPixels } = IMAGE_LIMITS;
+  if (width < minSide || height < minSide || width > maxSide || height > maxSide || width * height > maxPixels) {
+    throw new ImageError(
+      "image_dimensions_out_of_range",
+      `The image is ${width}x${height} pixels; each side must be ${minSide} to ${maxSide} pixels and the image at most 40 megapixels.`,
+    );
+  }
+}
+
+/**
+ * decodeImage turns JPEG or PNG bytes into upright 8-bit sRGB pixels: header checks first
+ * ({@link readImageHeader}), then a sharp decode with `limitInputPixels` = 40 MP and
+ * `failOn: "error"` (truncated or corrupt data is refused), EXIF orientation applied, alpha
+ * flattened onto white, CMYK / greyscale / 16-bit converted to 8-bit RGB.
+ * Throws {@link ImageError} for every input fault.
+ */
+export async function decodeImage(bytes: Uint8Array): Promise<DecodedImage> {
+  const header = await readImageHeader(bytes);
+  let out: { data: Buffer; info: OutputInfo };
+  try {
+    out = await sharp(asBuffer(bytes), {
+      limitInputPixels: IMAGE_LIMITS.maxPixels,
+      failOn: "error",
+      autoOrient: true,
+    })
+      .flatten({ background: { r: 255, g: 255, b: 255 } })
+      .toColourspace("srgb")
+      .raw({ depth: "uchar" })
+      .toBuffer({ resolveWithObject: true });
+  } catch (cause) {
+    throw new ImageError("invalid_image", `The ${header.format.toUpperCase()} image could not be decoded.`, { cause });
+  }
+  const { info } = out;
+  if (info.channels !== 3 || info.width !== header.width || info.height !== header.height) {
+    throw new ImageError("invalid_image", `The ${header.format.toUpperCase()} image could not be decoded.`);
+  }
+  return { format: header.format, width: info.width, height: info.height, channels: 3, data: out.data };
+}

@@ -1,0 +1,194 @@
+/**
+ * The analysis engine's entry point: {@link createAnalyzer} loads the model into a pool of
+ * worker threads and admits analyses under a bound (running + queued), so that overload is
+ * refused at once instead of growing memory or timing everyone out.
+ */
+import { availableParallelism } from "node:os";
+import { IMAGE_LIMITS, sniffImageFormat } from "../image/decode.js";
+import { ImageError, OverloadedError } from "../image/image-error.js";
+import type { AnalysisResult, AnalyzeOptions, Analyzer } from "./analyzer-types.js";
+import { DEFAULT_MODEL_PATH, ModelLoadError, loadModelMetadata } from "./model-session.js";
+import type { PipelineOptions, StageTimings } from "./pipeline.js";
+import { createWorkerPool, type WorkerPool } from "./worker-pool.js";
+
+/** AnalyzerOptions configure {@link createAnalyzer}. Every field is optional. */
+export interface AnalyzerOptions {
+  /**
+   * Path of the ONNX model. Default `models/palm-lines/palm-lines.onnx` in the repository
+   * ({@link DEFAULT_MODEL_PATH}).
+   */
+  modelPath?: string;
+  /**
+   * Worker threads, each with its own model session, each running one analysis at a time.
+   * Default `os.availableParallelism()`. More workers than cores only adds memory.
+   */
+  workers?: number;
+  /**
+   * Analyses running at once, at most `workers`. Default `workers`. Each running 12 MP
+   * analysis holds about 60 MB of decoded pixels and buffers.
+   */
+  maxInFlight?: number;
+  /**
+   * Analyses waiting for a worker; beyond running + queued, `analyze()` throws
+   * OverloadedError at once. Default 2 x `workers`. A queued analysis holds only its
+   * compressed bytes.
+   */
+  maxQueue?: number;
+  /**
+   * onnxruntime intra-op threads per worker session. Default
+   * max(1, floor(availableParallelism / workers)): 1 when there is a worker per core.
+   */
+  intraOpNumThreads?: number;
+  /** Encoding options of the pipeline (overlay opacity, stroke, JPEG quality; mask zlib level). */
+  pipeline?: PipelineOptions;
+  /** Called after each analysis with its stage timings (for logs and benchmarks). */
+  onTimings?: (timings: StageTimings) => void;
+}
+
+/** AnalyzerStats is a snapshot of the admission state. */
+export interface AnalyzerStats {
+  workers: number;
+  running: number;
+  queued: number;
+  maxInFlight: number;
+  maxQueue: number;
+}
+
+/** EngineAnalyzer is an {@link Analyzer} plus introspection for health and metrics. */
+export interface EngineAnalyzer extends Analyzer {
+  /** stats returns the current admission state. */
+  stats(): AnalyzerStats;
+}
+
+interface Pending {
+  bytes: Uint8Array;
+  resolve: (r: AnalysisResult) => void;
+  reject: (e: unknown) => void;
+  signal?: AbortSignal;
+  onAbort?: () => void;
+  settled: boolean;
+}
+
+function positiveInt(value: number | undefined, fallback: number, name: string, min = 1): number {
+  if (value === undefined) return fallback;
+  if (!Number.isInteger(value) || value < min) throw new RangeError(`AnalyzerOptions.${name} must be an integer >= ${min}, got ${value}`);
+  return value;
+}
+
+function abortReason(signal: AbortSignal): unknown {
+  return signal.reason ?? new DOMException("The operation was aborted.", "AbortError");
+}
+
+/**
+ * createAnalyzer loads and validates the model (throws ModelLoadError with a clear message
+ * when the file is missing, malformed or lacks metadata), starts the worker pool with the
+ * model warmed up in every worker, and returns the {@link Analyzer}.
+ *
+ * Admission: at most `maxInFlight` analyses run and `maxQueue` wait; beyond that `analyze()`
+ * rejects at once with OverloadedError (retry hint from the recent mean duration). Cheap
+ * input checks (size, magic bytes) reject before admission. An aborted signal rejects a
+ * queued analysis at once with the signal's reason and frees its place; a running one
+ * rejects at once too, its worker finishing in the background.
+ */
+export async function createAnalyzer(options: AnalyzerOptions = {}): Promise<EngineAnalyzer> {
+  const cores = availableParallelism();
+  const workers = positiveInt(options.workers, cores, "workers");
+  const maxInFlight = Math.min(workers, positiveInt(options.maxInFlight, workers, "maxInFlight"));
+  const maxQueue = positiveInt(options.maxQueue, 2 * workers, "maxQueue", 0);
+  const intraOpNumThreads = positiveInt(options.intraOpNumThreads, Math.max(1, Math.floor(cores / workers)), "intraOpNumThreads");
+  const modelPath = options.modelPath ?? DEFAULT_MODEL_PATH;
+
+  // Validate on the main thread first: a clear start-up error, before spawning anything.
+  await loadModelMetadata(modelPath);
+  let pool: WorkerPool;
+  try {
+    pool = await createWorkerPool({
+      size: workers,
+      workerData: { modelPath, intraOpNumThreads, sharpConcurrency: 0, pipeline: options.pipeline ?? {} },
+    });
+  } catch (cause) {
+    if (cause instanceof Error && cause.name === "ModelLoadError") throw new ModelLoadError(cause.message, { cause });
+    throw new ModelLoadError(`The analysis workers could not start: ${(cause as Error)?.message ?? String(cause)}`, { cause });
+  }
+
+  const queue: Pending[] = [];
+  let running = 0;
+  let closed = false;
+  let meanMs = 1000; // running mean of analysis durations, for the Retry-After hint
+
+  function settle(p: Pending): boolean {
+    if (p.settled) return false;
+    p.settled = true;
+    if (p.signal && p.onAbort) p.signal.removeEventListener("abort", p.onAbort);
+    return true;
+  }
+
+  function dispatch(): void {
+    while (!closed && queue.length > 0 && running < maxInFlight && pool.idleCount() > 0) {
+      const p = queue.shift()!;
+      if (p.settled) continue;
+      running++;
+      const started = performance.now();
+      pool.run(p.bytes).then(
+        ({ result, timings }) => {
+          meanMs = 0.8 * meanMs + 0.2 * (performance.now() - started);
+          options.onTimings?.(timings);
+          if (settle(p)) p.resolve(result);
+        },
+        (e) => {
+          if (settle(p)) p.reject(e);
+        },
+      ).finally(() => {
+        running--;
+        dispatch();
+      });
+      // Running jobs no longer need the caller's bytes.
+      p.bytes = new Uint8Array(0);
+    }
+  }
+  pool.onIdle(dispatch);
+
+  return {
+    model: pool.model,
+    stats: () => ({ workers, running, queued: queue.filter((p) => !p.settled).length, maxInFlight, maxQueue }),
+    analyze(image: Uint8Array, callOptions: AnalyzeOptions = {}): Promise<AnalysisResult> {
+      const signal = callOptions.signal;
+      if (closed) return Promise.reject(new Error("The analyzer is closed."));
+      if (signal?.aborted) return Promise.reject(abortReason(signal));
+      // Cheap checks before admission, so that junk never takes a place in the queue.
+      if (image.byteLength > IMAGE_LIMITS.maxBytes) {
+        return Promise.reject(
+          new ImageError("image_too_large", `The image is ${image.byteLength} bytes; at most ${IMAGE_LIMITS.maxBytes} bytes (5 MiB) are accepted.`),
+        );
+      }
+      if (sniffImageFormat(image) === undefined) {
+        return Promise.reject(new ImageError("unsupported_image_format", "The image must be a JPEG or PNG file."));
+      }
+      const waiting = queue.length;
+      if (running >= maxInFlight && waiting >= maxQueue) {
+        const seconds = Math.max(1, Math.ceil(((waiting + running) / maxInFlight) * (meanMs / 1000)));
+        return Promise.reject(new OverloadedError(seconds));
+      }
+      return new Promise<AnalysisResult>((resolve, reject) => {
+        const p: Pending = { bytes: image, resolve, reject, signal, settled: false };
+        if (signal) {
+          p.onAbort = () => {
+            if (!settle(p)) return;
+            const i = queue.indexOf(p);
+            if (i >= 0) queue.splice(i, 1);
+            reject(abortReason(signal));
+          };
+          signal.addEventListener("abort", p.onAbort, { once: true });
+        }
+        queue.push(p);
+        dispatch();
+      });
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      for (const p of queue.splice(0)) if (settle(p)) p.reject(new Error("The analyzer is closed."));
+      await pool.close();
+    },
+  };
+}

@@ -1,0 +1,34 @@
+/**
+ * Messages between the analyzer (main thread) and its inference workers.
+ */
+import type { ImageErrorCode } from "../image/image-error.js";
+import type { AnalysisResult } from "./analyzer-types.js";
+import type { PipelineOptions, StageTimings } from "./pipeline.js";
+
+/** WorkerData is the start-up configuration of one inference worker. */
+export interface WorkerData {
+  modelPath: string;
+  intraOpNumThreads: number;
+  /** libvips threads (process-wide); 0 leaves sharp's default. */
+  sharpConcurrency: number;
+  pipeline: PipelineOptions;
+}
+
+/** WorkerRequest is a job for a worker: the compressed image bytes (transferred). */
+export type WorkerRequest = { type: "job"; id: number; bytes: Uint8Array };
+
+/** WorkerError is a job failure, serialisable across threads. */
+export interface WorkerError {
+  /** Set when the input was at fault (an ImageError). */
+  imageCode?: ImageErrorCode;
+  name: string;
+  message: string;
+  stack?: string;
+}
+
+/** WorkerReply is a worker's answer: start-up outcome or a job outcome. */
+export type WorkerReply =
+  | { type: "ready"; model: string }
+  | { type: "init-error"; name: string; message: string }
+  | { type: "result"; id: number; result: AnalysisResult; timings: StageTimings }
+  | { type: "error"; id: number; error: WorkerError };
