@@ -1,0 +1,122 @@
+"""Export a checkpoint to ONNX with the metadata contract, check it and verify it numerically
+against torch through onnxruntime-node.
+
+    /usr/bin/python3 -m training.export --ckpt training/runs/main/last.pt \\
+        --out models/palm-lines/palm-lines.onnx [--calib models/palm-lines/calibration.json]
+"""
+import argparse
+import json
+import os
+import subprocess
+import tempfile
+
+import numpy as np
+import onnx
+import torch
+
+from training.model import PalmUNet, WithSigmoid
+
+MODEL_NAME = "palm-lines"
+MODEL_VERSION = "1.0.0"
+DEFAULT_CALIB = {
+    "thresholds": {"palm": 0.5, "heart": 0.5, "head": 0.5, "life": 0.5},
+    "detection": {"min_pixels": 40, "min_confidence": 0.6},
+    "crop": {"margin": 0.15},
+}
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def load_calib(path):
+    c = json.loads(json.dumps(DEFAULT_CALIB))
+    if path and os.path.exists(path):
+        with open(path) as f:
+            c.update(json.load(f))
+    return c
+
+
+def metadata(calib):
+    return {
+        "model_name": MODEL_NAME,
+        "model_version": MODEL_VERSION,
+        "input_size": "256",
+        "channel_order": "RGB",
+        "normalization": json.dumps({"scale": 255, "mean": [0, 0, 0], "std": [1, 1, 1]}),
+        "letterbox": "center,pad=0",
+        "output_names": "palm,heart,head,life",
+        "thresholds": json.dumps(calib["thresholds"]),
+        "detection": json.dumps(calib["detection"]),
+        "crop": json.dumps(calib["crop"]),
+    }
+
+
+def load_net(ckpt):
+    sd = torch.load(ckpt, map_location="cpu")
+    net = PalmUNet(**sd["arch"])
+    net.load_state_dict(sd["model"])
+    return net.eval()
+
+
+def export_onnx(net, out, calib=None, opset=13):
+    calib = calib or load_calib(None)
+    net = net.eval()
+    wrapper = WithSigmoid(net).eval()
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    tmp = out + ".tmp"
+    with torch.no_grad():
+        torch.onnx.export(wrapper, torch.zeros(1, 3, 256, 256), tmp, input_names=["image"],
+                          output_names=["probs"], dynamic_axes={"image": {0: "N"}, "probs": {0: "N"}},
+                          opset_version=opset, do_constant_folding=True)
+    m = onnx.load(tmp)
+    del m.metadata_props[:]
+    for k, v in metadata(calib).items():
+        e = m.metadata_props.add()
+        e.key, e.value = k, v
+    m.producer_name = "palm-lines-training"
+    onnx.checker.check_model(m)
+    onnx.save(m, tmp)
+    os.replace(tmp, out)          # atomic: readers never see a half-written model
+    return out
+
+
+def verify(net, path, n=2, seed=0):
+    """Compare torch and onnxruntime-node outputs on random + structured inputs."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.rand(n, 3, 256, 256, generator=g)
+    x[:, :, :40] = 0           # letterbox band
+    with torch.no_grad():
+        ref = torch.sigmoid(net.eval()(x)).numpy()
+    with tempfile.TemporaryDirectory() as d:
+        xi, yo = os.path.join(d, "x.bin"), os.path.join(d, "y.bin")
+        x.numpy().astype(np.float32).tofile(xi)
+        r = subprocess.run(["node", os.path.join(REPO, "training", "verify_onnx.mjs"), os.path.abspath(path), xi, str(n), yo],
+                           cwd=REPO, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError("onnxruntime-node check failed: " + r.stderr[-2000:])
+        info = json.loads(r.stdout.strip().splitlines()[-1])
+        y = np.fromfile(yo, np.float32).reshape(ref.shape)
+    diff = float(np.abs(y - ref).max())
+    info["max_abs_diff"] = diff
+    if diff > 1e-3:
+        raise RuntimeError(f"onnx/torch mismatch {diff}")
+    return info
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ckpt", required=True)
+    ap.add_argument("--out", default="models/palm-lines/palm-lines.onnx")
+    ap.add_argument("--calib", default="models/palm-lines/calibration.json")
+    ap.add_argument("--no-verify", action="store_true")
+    a = ap.parse_args()
+    torch.set_num_threads(2)
+    net = load_net(a.ckpt)
+    export_onnx(net, a.out, load_calib(a.calib))
+    m = onnx.load(a.out)
+    print({p.key: p.value for p in m.metadata_props})
+    print(f"opset {m.opset_import[0].version}, {os.path.getsize(a.out)/1e6:.2f} MB")
+    if not a.no_verify:
+        print("onnxruntime-node:", verify(net, a.out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""Compact U-Net with four independent sigmoid outputs: palm, heart, head, life."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def cbr(cin, cout, dilation=1):
+    return [nn.Conv2d(cin, cout, 3, padding=dilation, dilation=dilation, bias=False),
+            nn.BatchNorm2d(cout), nn.ReLU(inplace=True)]
+
+
+class PalmUNet(nn.Module):
+    """Encoder 16-32-64-128, bottleneck 192 (one dilated conv for context) at 1/16 resolution,
+    light decoder (one conv per level, two at full resolution) to keep CPU cost low."""
+
+    def __init__(self, enc=(16, 32, 64, 128), bottleneck=192, dec=(96, 64, 24, 16), out_ch=4):
+        super().__init__()
+        c0, c1, c2, c3 = enc
+        d3, d2, d1, d0 = dec
+        self.arch = dict(enc=tuple(enc), bottleneck=bottleneck, dec=tuple(dec), out_ch=out_ch)
+        self.e0 = nn.Sequential(*cbr(3, c0))
+        self.e1 = nn.Sequential(*cbr(c0, c1), *cbr(c1, c1))
+        self.e2 = nn.Sequential(*cbr(c1, c2), *cbr(c2, c2))
+        self.e3 = nn.Sequential(*cbr(c2, c3), *cbr(c3, c3))
+        self.b = nn.Sequential(*cbr(c3, bottleneck), *cbr(bottleneck, bottleneck, 2))
+        self.d3 = nn.Sequential(*cbr(bottleneck + c3, d3))
+        self.d2 = nn.Sequential(*cbr(d3 + c2, d2))
+        self.d1 = nn.Sequential(*cbr(d2 + c1, d1))
+        self.d0 = nn.Sequential(*cbr(d1 + c0, d0), *cbr(d0, d0))
+        self.head = nn.Conv2d(d0, out_ch, 1)
+
+    @staticmethod
+    def up(x, ref):
+        return F.interpolate(x, size=ref.shape[-2:], mode="bilinear", align_corners=False)
+
+    def forward(self, x):
+        x0 = self.e0(x)
+        x1 = self.e1(F.max_pool2d(x0, 2))
+        x2 = self.e2(F.max_pool2d(x1, 2))
+        x3 = self.e3(F.max_pool2d(x2, 2))
+        b = self.b(F.max_pool2d(x3, 2))
+        y = self.d3(torch.cat([self.up(b, x3), x3], 1))
+        y = self.d2(torch.cat([self.up(y, x2), x2], 1))
+        y = self.d1(torch.cat([self.up(y, x1), x1], 1))
+        y = self.d0(torch.cat([self.up(y, x0), x0], 1))
+        return self.head(y)          # logits
+
+
+class WithSigmoid(nn.Module):
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, image):
+        return torch.sigmoid(self.net(image))
+
+
+POS_WEIGHT = (1.0, 5.0, 5.0, 5.0)
+DICE_WEIGHT = (0.5, 1.0, 1.0, 1.0)
+
+
+def loss_fn(logits, target):
+    """BCE (positive-weighted for thin lines) + soft Dice per channel over the batch."""
+    pw = torch.tensor(POS_WEIGHT, device=logits.device).view(1, -1, 1, 1)
+    bce = F.binary_cross_entropy_with_logits(logits, target, pos_weight=pw)
+    p = torch.sigmoid(logits)
+    inter = (p * target).sum((0, 2, 3))
+    den = p.sum((0, 2, 3)) + target.sum((0, 2, 3))
+    dice = 1 - (2 * inter + 1) / (den + 1)
+    dw = torch.tensor(DICE_WEIGHT, device=logits.device)
+    return bce + (dice * dw).sum() / dw.sum(), dice.detach()
+
+
+def count_params(m):
+    return sum(p.numel() for p in m.parameters())

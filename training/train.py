@@ -1,0 +1,150 @@
+"""Train the palm-line U-Net on pre-generated synthetic shards.
+
+    /usr/bin/python3 -m training.train --data training/data/train --out training/runs/main \\
+        --steps 1200 --export models/palm-lines/palm-lines.onnx
+A checkpoint (last.pt) and, with --export, a re-exported ONNX are written every --ckpt-min
+minutes, so a usable model always exists while training runs.
+"""
+import argparse
+import glob
+import json
+import math
+import os
+import time
+
+import numpy as np
+import torch
+
+from training.model import PalmUNet, count_params, loss_fn
+from training import export as exp
+
+
+def load_shards(dirs, limit=None):
+    files = []
+    for d in dirs.split(","):
+        files += sorted(glob.glob(os.path.join(d, "shard_*.npz")))
+    ims, ms, ks = [], [], []
+    for f in files:
+        z = np.load(f)
+        ims.append(z["images"]); ms.append(z["masks"]); ks.append(z["kinds"])
+    ims, ms, ks = np.concatenate(ims), np.concatenate(ms), np.concatenate(ks)
+    if limit:
+        ims, ms, ks = ims[:limit], ms[:limit], ks[:limit]
+    return ims, ms, ks
+
+
+def to_tensors(imgs, masks):
+    x = torch.from_numpy(np.ascontiguousarray(imgs)).permute(0, 3, 1, 2).float().div_(255.0)
+    bits = torch.from_numpy(np.ascontiguousarray(masks)).long()
+    y = torch.stack([(bits >> b) & 1 for b in range(4)], 1).float()
+    return x, y
+
+
+def make_batch(rng, ims, ms, bs, crop):
+    idx = rng.integers(0, len(ims), bs)
+    xb, yb = ims[idx], ms[idx]
+    out_i, out_m = [], []
+    for i in range(bs):
+        im, m = xb[i], yb[i]
+        if rng.random() < 0.5:                      # mirror: left <-> right hand
+            im, m = im[:, ::-1], m[:, ::-1]
+        if rng.random() < 0.25:                     # quarter turns (photo orientation)
+            k = int(rng.integers(1, 4))
+            im, m = np.rot90(im, k), np.rot90(m, k)
+        if crop and crop < im.shape[0]:             # patch training (same scale, cheaper)
+            y0, x0 = rng.integers(0, im.shape[0] - crop + 1, 2)
+            im, m = im[y0:y0 + crop, x0:x0 + crop], m[y0:y0 + crop, x0:x0 + crop]
+        out_i.append(im); out_m.append(m)
+    return to_tensors(np.stack(out_i), np.stack(out_m))
+
+
+def lr_at(step, total, base, warm=40):
+    if step < warm:
+        return base * (step + 1) / warm
+    p = (step - warm) / max(1, total - warm)
+    return base * (0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * min(p, 1.0))))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", default="training/data/train")
+    ap.add_argument("--out", default="training/runs/main")
+    ap.add_argument("--steps", type=int, default=1200)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--crop", type=int, default=192, help="patch size for the first --crop-frac of steps")
+    ap.add_argument("--crop-frac", type=float, default=0.5)
+    ap.add_argument("--ckpt-min", type=float, default=10.0)
+    ap.add_argument("--export", default=None, help="ONNX path refreshed at each checkpoint")
+    ap.add_argument("--calib", default="models/palm-lines/calibration.json")
+    ap.add_argument("--resume", default=None)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--time-limit", type=float, default=None, help="stop (and export) after this many seconds")
+    a = ap.parse_args()
+
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(a.seed)
+    rng = np.random.default_rng(a.seed)
+    os.makedirs(a.out, exist_ok=True)
+    ims, ms, ks = load_shards(a.data, a.limit)
+    print(f"data: {len(ims)} samples (scene {np.sum(ks==0)}, crop {np.sum(ks==1)}, neg {np.sum(ks==2)})", flush=True)
+
+    net = PalmUNet()
+    opt = torch.optim.AdamW(net.parameters(), lr=a.lr, weight_decay=1e-4)
+    start = 0
+    if a.resume:
+        sd = torch.load(a.resume, map_location="cpu")
+        net.load_state_dict(sd["model"]); opt.load_state_dict(sd["opt"]); start = sd["step"]
+        rng = np.random.default_rng([a.seed, start])
+    print(f"params: {count_params(net)}", flush=True)
+
+    def save(step, name="last.pt"):
+        torch.save({"model": net.state_dict(), "opt": opt.state_dict(), "arch": net.arch, "step": step,
+                    "args": vars(a)}, os.path.join(a.out, name))
+        if a.export:
+            exp.export_onnx(net, a.export, exp.load_calib(a.calib))
+            net.train()
+
+    t0 = time.time()
+    last_ck = t0
+    hist = []
+    net.train()
+    step = start
+    for step in range(start, a.steps):
+        crop = a.crop if step < a.crop_frac * a.steps else None
+        x, y = make_batch(rng, ims, ms, a.batch, crop)
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, a.steps, a.lr)
+        logits = net(x)
+        loss, dice = loss_fn(logits, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        hist.append(loss.item())
+        if (step + 1) % 10 == 0 or step == start:
+            el = time.time() - t0
+            print(json.dumps({"step": step + 1, "loss": round(float(np.mean(hist[-10:])), 4),
+                              "dice_loss": [round(float(d), 3) for d in dice], "lr": round(opt.param_groups[0]["lr"], 5),
+                              "s_per_step": round(el / (step + 1 - start), 2), "elapsed_s": round(el)}), flush=True)
+        if time.time() - last_ck > a.ckpt_min * 60:
+            save(step + 1)
+            last_ck = time.time()
+            print(f"checkpoint at step {step+1}", flush=True)
+        if a.time_limit and time.time() - t0 > a.time_limit:
+            print(f"time limit reached at step {step+1}", flush=True)
+            break
+    net.eval()
+    save(step + 1)
+    save(step + 1, "final.pt")
+    el = time.time() - t0
+    info = {"steps": step + 1 - start, "wall_s": round(el), "s_per_step": round(el / max(1, step + 1 - start), 3),
+            "params": count_params(net), "batch": a.batch}
+    with open(os.path.join(a.out, "train_info.json"), "w") as f:
+        json.dump(info, f)
+    print("done", json.dumps(info), flush=True)
+
+
+if __name__ == "__main__":
+    main()
