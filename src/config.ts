@@ -1,0 +1,174 @@
+/**
+ * Service configuration: read from the environment once at start-up, validated with one clear
+ * message per bad value, then deep-frozen. The README's configuration table mirrors
+ * {@link CONFIG_VARIABLES}; test/unit/readme.spec.ts fails when one is missing there.
+ */
+
+/** PlanLimits maps a plan name to its monthly allowance of successful analyses. */
+export type PlanLimits = Readonly<Record<string, number>>;
+
+/** Config is the validated, frozen service configuration. */
+export interface Config {
+  /** TCP port for every protocol (gRPC, gRPC-Web, Connect, REST). Default 8080; 0 picks a free port. */
+  readonly port: number;
+  /** Interface to bind. Default: all interfaces (undefined lets Node choose `::` or `0.0.0.0`). */
+  readonly host: string | undefined;
+  /** Redis URL; undefined selects the embedded in-memory store (single process only). */
+  readonly redisUrl: string | undefined;
+  /** Prefix of every Redis key, so several deployments or tests can share one Redis. Default "palm:". */
+  readonly redisKeyPrefix: string;
+  /** Redis command timeout in milliseconds: a hung Redis answers 503 store_unavailable after this. Default 1000. */
+  readonly redisCommandTimeoutMs: number;
+  /** Monthly limits per plan. Default {"free":100,"starter":1000,"pro":10000}. */
+  readonly planLimits: PlanLimits;
+  /** Development key registered for client "dev" on plan "pro" (in-memory store only); undefined → generated. */
+  readonly devKey: string | undefined;
+  /** Deadline of one Analyze call in milliseconds (a client's shorter grpc-timeout/connect-timeout wins). Default 30000. */
+  readonly analyzeTimeoutMs: number;
+  /** Time a client has to send all request headers, in milliseconds. Default 10000. */
+  readonly headersTimeoutMs: number;
+  /** Time a REST client has to send the whole body, in milliseconds (slow-client guard). Default 30000. */
+  readonly bodyTimeoutMs: number;
+  /** Idle time after which a connection (HTTP/1.1 socket or HTTP/2 session) is closed, ms. Default 60000. */
+  readonly idleTimeoutMs: number;
+  /** Bound on finishing in-flight requests after SIGTERM/SIGINT, in milliseconds. Default 10000. */
+  readonly shutdownGraceMs: number;
+  /** Path of the ONNX model; undefined lets the engine use its default (models/palm-lines/palm-lines.onnx). */
+  readonly modelPath: string | undefined;
+  /** Analysis worker threads; undefined → the engine's default (one per core). */
+  readonly workers: number | undefined;
+  /** Analyses allowed to wait for a worker before 503 overloaded; undefined → engine default (2 x workers). */
+  readonly maxQueue: number | undefined;
+  /** pino log level. Default "info". */
+  readonly logLevel: string;
+}
+
+/** ConfigVariable documents one environment variable (the README table is checked against these). */
+export interface ConfigVariable {
+  readonly name: string;
+  readonly default: string;
+  readonly description: string;
+}
+
+/** CONFIG_VARIABLES lists every environment variable {@link loadConfig} reads. */
+export const CONFIG_VARIABLES: readonly ConfigVariable[] = Object.freeze([
+  { name: "PORT", default: "8080", description: "port for gRPC, gRPC-Web, Connect and REST" },
+  { name: "HOST", default: "all interfaces", description: "interface to bind" },
+  { name: "REDIS_URL", default: "unset (in-memory store)", description: "Redis for keys and quota" },
+  { name: "PALM_REDIS_PREFIX", default: "palm:", description: "prefix of every Redis key" },
+  { name: "PALM_REDIS_COMMAND_TIMEOUT_MS", default: "1000", description: "Redis command timeout" },
+  { name: "PALM_PLAN_LIMITS", default: '{"free":100,"starter":1000,"pro":10000}', description: "monthly limit per plan (JSON)" },
+  { name: "PALM_DEV_KEY", default: "generated and printed", description: "dev key for client dev on plan pro (in-memory store only)" },
+  { name: "PALM_ANALYZE_TIMEOUT_MS", default: "30000", description: "deadline of one analysis" },
+  { name: "PALM_HEADERS_TIMEOUT_MS", default: "10000", description: "time to receive request headers" },
+  { name: "PALM_BODY_TIMEOUT_MS", default: "30000", description: "time to receive a REST body" },
+  { name: "PALM_IDLE_TIMEOUT_MS", default: "60000", description: "idle connection timeout" },
+  { name: "PALM_SHUTDOWN_GRACE_MS", default: "10000", description: "bound on finishing in-flight requests at shutdown" },
+  { name: "PALM_MODEL_PATH", default: "models/palm-lines/palm-lines.onnx", description: "ONNX model file" },
+  { name: "PALM_WORKERS", default: "one per CPU core", description: "analysis worker threads" },
+  { name: "PALM_MAX_QUEUE", default: "2 x workers", description: "analyses waiting before 503 overloaded" },
+  { name: "LOG_LEVEL", default: "info", description: "pino level: fatal, error, warn, info, debug, trace, silent" },
+]);
+
+/** DEFAULT_PLAN_LIMITS are SPEC.md section 5's defaults. */
+export const DEFAULT_PLAN_LIMITS: PlanLimits = Object.freeze({ free: 100, starter: 1000, pro: 10000 });
+
+/** API_KEY_PATTERN is SPEC.md section 4's key format. */
+export const API_KEY_PATTERN = /^palm_live_[0-9a-f]{32}$/;
+
+const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
+
+/** ConfigError lists every invalid variable, one line each. */
+export class ConfigError extends Error {
+  override name = "ConfigError";
+  constructor(readonly problems: readonly string[]) {
+    super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join("\n")}`);
+  }
+}
+
+/**
+ * loadConfig validates `env` (default `process.env`) and returns a frozen {@link Config}.
+ * Throws {@link ConfigError} naming every bad variable at once.
+ */
+export function loadConfig(env: Readonly<Record<string, string | undefined>> = process.env): Config {
+  const problems: string[] = [];
+  const get = (name: string): string | undefined => {
+    const v = env[name];
+    return v === undefined || v.trim() === "" ? undefined : v.trim();
+  };
+  const int = (name: string, def: number, min: number, max: number): number => {
+    const raw = get(name);
+    if (raw === undefined) return def;
+    if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) {
+      problems.push(`${name}: expected an integer from ${min} to ${max}, got ${JSON.stringify(raw)}`);
+      return def;
+    }
+    return Number(raw);
+  };
+
+  const port = int("PORT", 8080, 0, 65535);
+  const redisUrl = get("REDIS_URL");
+  if (redisUrl !== undefined && !/^rediss?:\/\//.test(redisUrl)) {
+    problems.push(`REDIS_URL: expected redis://host:port or rediss://…, got a value starting ${JSON.stringify(redisUrl.slice(0, 8))}`);
+  }
+  const planLimits = parsePlanLimits(get("PALM_PLAN_LIMITS"), problems);
+  const devKey = get("PALM_DEV_KEY");
+  if (devKey !== undefined && !API_KEY_PATTERN.test(devKey)) {
+    problems.push("PALM_DEV_KEY: expected palm_live_ followed by 32 lowercase hex characters");
+  }
+  const logLevel = get("LOG_LEVEL") ?? "info";
+  if (!LOG_LEVELS.includes(logLevel)) {
+    problems.push(`LOG_LEVEL: expected one of ${LOG_LEVELS.join(", ")}, got ${JSON.stringify(logLevel)}`);
+  }
+  const config: Config = {
+    port,
+    host: get("HOST"),
+    redisUrl,
+    redisKeyPrefix: get("PALM_REDIS_PREFIX") ?? "palm:",
+    redisCommandTimeoutMs: int("PALM_REDIS_COMMAND_TIMEOUT_MS", 1000, 50, 60_000),
+    planLimits,
+    devKey,
+    analyzeTimeoutMs: int("PALM_ANALYZE_TIMEOUT_MS", 30_000, 100, 600_000),
+    headersTimeoutMs: int("PALM_HEADERS_TIMEOUT_MS", 10_000, 100, 600_000),
+    bodyTimeoutMs: int("PALM_BODY_TIMEOUT_MS", 30_000, 100, 600_000),
+    idleTimeoutMs: int("PALM_IDLE_TIMEOUT_MS", 60_000, 1000, 3_600_000),
+    shutdownGraceMs: int("PALM_SHUTDOWN_GRACE_MS", 10_000, 0, 600_000),
+    modelPath: get("PALM_MODEL_PATH"),
+    workers: get("PALM_WORKERS") === undefined ? undefined : int("PALM_WORKERS", 1, 1, 256),
+    maxQueue: get("PALM_MAX_QUEUE") === undefined ? undefined : int("PALM_MAX_QUEUE", 0, 0, 100_000),
+    logLevel,
+  };
+  if (problems.length > 0) throw new ConfigError(problems);
+  return Object.freeze(config);
+}
+
+/** createTestConfig returns a frozen {@link Config} with defaults and `overrides` (tests, tools). */
+export function createTestConfig(overrides: Partial<Config> = {}): Config {
+  return Object.freeze({ ...loadConfig({}), ...overrides });
+}
+
+function parsePlanLimits(raw: string | undefined, problems: string[]): PlanLimits {
+  if (raw === undefined) return DEFAULT_PLAN_LIMITS;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch {
+    problems.push('PALM_PLAN_LIMITS: not valid JSON; expected e.g. {"free":100,"starter":1000,"pro":10000}');
+    return DEFAULT_PLAN_LIMITS;
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed) || Object.keys(parsed).length === 0) {
+    problems.push("PALM_PLAN_LIMITS: expected a non-empty JSON object of plan name → monthly limit");
+    return DEFAULT_PLAN_LIMITS;
+  }
+  const limits: Record<string, number> = {};
+  for (const [name, limit] of Object.entries(parsed)) {
+    if (!/^[a-z0-9_-]{1,32}$/.test(name)) {
+      problems.push(`PALM_PLAN_LIMITS: plan name ${JSON.stringify(name)} must be 1-32 of a-z 0-9 _ -`);
+    } else if (typeof limit !== "number" || !Number.isSafeInteger(limit) || limit < 0) {
+      problems.push(`PALM_PLAN_LIMITS: limit of plan ${JSON.stringify(name)} must be a non-negative integer`);
+    } else {
+      limits[name] = limit;
+    }
+  }
+  return Object.freeze(limits);
+}

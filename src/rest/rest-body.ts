@@ -1,0 +1,66 @@
+/**
+ * Reading a REST body as a stream with a hard byte limit and a deadline: a body over the limit
+ * is refused (413 image_too_large) as soon as the limit is crossed — or at once from its
+ * Content-Length — without reading it to the end; a client trickling its body is cut off.
+ */
+import type { IncomingMessage } from "node:http";
+import type { Http2ServerRequest } from "node:http2";
+import { palmError } from "../errors.js";
+
+/** MAX_BODY_BYTES is SPEC.md's 8 MiB REST body limit. */
+export const MAX_BODY_BYTES = 8 * 1024 * 1024;
+
+/** ReadBodyOptions configure {@link readRequestBody}. */
+export interface ReadBodyOptions {
+  /** Byte limit. Default {@link MAX_BODY_BYTES}. */
+  limitBytes?: number;
+  /** Deadline for the whole body, ms. */
+  timeoutMs: number;
+}
+
+/** readRequestBody collects the body; rejects with image_too_large, timeout or canceled. */
+export function readRequestBody(req: IncomingMessage | Http2ServerRequest, options: ReadBodyOptions): Promise<Buffer> {
+  const limit = options.limitBytes ?? MAX_BODY_BYTES;
+  const declared = Number(req.headers["content-length"]);
+  if (Number.isFinite(declared) && declared > limit) return Promise.reject(palmError("image_too_large"));
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const cleanup = () => {
+      clearTimeout(timer);
+      req.off("data", onData);
+      req.off("end", onEnd);
+      req.off("error", onError);
+      req.off("aborted", onError);
+      req.pause();
+    };
+    const fail = (e: unknown) => {
+      cleanup();
+      reject(e);
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.byteLength;
+      if (size > limit) fail(palmError("image_too_large"));
+      else chunks.push(chunk);
+    };
+    const onEnd = () => {
+      cleanup();
+      resolve(Buffer.concat(chunks, size));
+    };
+    const onError = () => fail(palmError("canceled"));
+    const timer = setTimeout(
+      () => fail(palmError("timeout", { message: "The request body was not received in time." })),
+      options.timeoutMs,
+    );
+    req.on("data", onData);
+    req.once("end", onEnd);
+    req.once("error", onError);
+    req.once("aborted", onError);
+  });
+}
+
+/** isJsonContentType accepts `application/json` with optional parameters (e.g. charset). */
+export function isJsonContentType(value: string | undefined): boolean {
+  if (value === undefined) return false;
+  return value.split(";", 1)[0].trim().toLowerCase() === "application/json";
+}

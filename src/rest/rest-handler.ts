@@ -1,0 +1,187 @@
+/**
+ * The REST surface of SPEC.md, served from the Node adapter's `fallback`. Routes come from the
+ * `google.api.http` annotations (rest-routes.ts); each REST call runs through an in-process
+ * Connect client (`createRouterTransport`) with the SAME interceptors as gRPC and Connect, so key
+ * checks, quota and error mapping exist once. Two REST-only interceptors wrap them: the first
+ * hands the REST request's id and protocol to the chain; the innermost reads and decodes the body
+ * — only after the key and quota checks passed.
+ */
+import { randomUUID } from "node:crypto";
+import http2 from "node:http2";
+import { create, type DescMessage, type DescService, type MessageShape } from "@bufbuild/protobuf";
+import {
+  ConnectError,
+  createContextKey,
+  createRouterTransport,
+  type ConnectRouter,
+  type Interceptor,
+} from "@connectrpc/connect";
+import type { ConnectNodeAdapterOptions } from "@connectrpc/connect-node";
+import { kProtocol, kRequestId } from "../auth/context-keys.js";
+import { httpStatusOf, palmError, reasonOf, toPalmError } from "../errors.js";
+import type { Logger } from "../log.js";
+import { newRequestId, REQUEST_ID_HEADER } from "../server/request-id.js";
+import { isJsonContentType, MAX_BODY_BYTES, readRequestBody } from "./rest-body.js";
+import { isJsonObject, requestFromJson, responseToJson } from "./rest-json.js";
+import { createRestTable, restRoutesOf, type RestRoute } from "./rest-routes.js";
+
+/** NodeHandlerFn is a Node (HTTP/1.1 or HTTP/2 compat) request handler, as the adapter's fallback. */
+export type NodeHandlerFn = NonNullable<ConnectNodeAdapterOptions["fallback"]>;
+type NodeRequest = Parameters<NodeHandlerFn>[0];
+type NodeResponse = Parameters<NodeHandlerFn>[1];
+
+/** RestHandlerOptions configure {@link createRestHandler}. */
+export interface RestHandlerOptions {
+  /** Services whose annotated methods get REST paths. */
+  services: readonly DescService[];
+  /** The same routes the server registers. */
+  routes: (router: ConnectRouter) => void;
+  /** The same interceptors the server uses, in the same order. */
+  interceptors: readonly Interceptor[];
+  /** Body limit in bytes. Default 8 MiB (SPEC.md section 2). */
+  bodyLimitBytes?: number;
+  /** Deadline for receiving a body, ms. */
+  bodyTimeoutMs: number;
+  logger: Logger;
+}
+
+/** A REST call's hand-over to the in-process chain. */
+interface RestCall {
+  readonly requestId: string;
+  readonly readBody?: () => Promise<unknown>;
+}
+
+/** kRestBody: reads and decodes the REST body into the request message (innermost interceptor). */
+const kRestBody = createContextKey<(() => Promise<unknown>) | undefined>(undefined, { description: "REST body" });
+
+/** The in-process call is matched to its REST request by a random per-call token header. */
+const REST_CALL_HEADER = "x-palm-rest-call";
+
+/** Response headers copied from the RPC to REST: ours (x-…), Retry-After and Allow. */
+const isForwardedHeader = (name: string) => name.startsWith("x-") || name === "retry-after" || name === "allow";
+
+/** Request headers never forwarded into the in-process call (hop-by-hop, protocol, pseudo). */
+const DROPPED_REQUEST_HEADERS = /^(:|host$|connection$|keep-alive$|transfer-encoding$|te$|upgrade$|content-|accept-encoding$|connect-|grpc-|x-palm-)/;
+
+/** createRestHandler returns the `fallback` handler serving the annotated REST paths. */
+export function createRestHandler(options: RestHandlerOptions): NodeHandlerFn {
+  const table = createRestTable(restRoutesOf(options.services));
+  const bodyLimit = options.bodyLimitBytes ?? MAX_BODY_BYTES;
+  const calls = new Map<string, RestCall>();
+
+  const restContext: Interceptor = (next) => async (req) => {
+    const token = req.header.get(REST_CALL_HEADER);
+    const call = token === null ? undefined : calls.get(token);
+    if (call) {
+      req.contextValues.set(kRequestId, call.requestId);
+      req.contextValues.set(kProtocol, "rest");
+      req.contextValues.set(kRestBody, call.readBody);
+    }
+    return next(req);
+  };
+  const restBody: Interceptor = (next) => async (req) => {
+    const read = req.contextValues.get(kRestBody);
+    if (!read || req.stream) return next(req);
+    return next({ ...req, message: (await read()) as typeof req.message });
+  };
+  const transport = createRouterTransport(options.routes, {
+    router: { interceptors: [restContext, ...options.interceptors, restBody] },
+  });
+
+  async function serve(req: NodeRequest, res: NodeResponse): Promise<void> {
+    const requestId = newRequestId();
+    const path = (req.url ?? "/").split("?", 1)[0];
+    const byMethod = table.get(path);
+    if (!byMethod) return sendLocalError(req, res, requestId, palmError("not_found"));
+    const route = byMethod.get(req.method ?? "");
+    if (!route) {
+      const allow = [...byMethod.keys()].join(", ");
+      return sendLocalError(req, res, requestId, palmError("method_not_allowed", { metadata: { allow } }));
+    }
+
+    const abort = new AbortController();
+    res.once("close", () => {
+      if (!res.writableFinished) abort.abort();
+    });
+    const token = randomUUID();
+    calls.set(token, { requestId, readBody: route.body === "" ? undefined : () => readMessage(req, route) });
+    const header = new Headers();
+    for (const [name, value] of Object.entries(req.headers)) {
+      if (DROPPED_REQUEST_HEADERS.test(name) || value === undefined) continue;
+      header.set(name, Array.isArray(value) ? value.join(", ") : value);
+    }
+    header.set(REST_CALL_HEADER, token);
+    try {
+      const out = await transport.unary(route.method, abort.signal, undefined, header, create(route.method.input), undefined);
+      const headers = forwardedHeaders(out.header, out.trailer);
+      headers.set(REQUEST_ID_HEADER, requestId);
+      send(req, res, 200, headers, responseToJson(route.method.output, out.message as MessageShape<DescMessage>));
+    } catch (e) {
+      sendError(req, res, requestId, e);
+    } finally {
+      calls.delete(token);
+    }
+  }
+
+  async function readMessage(req: NodeRequest, route: RestRoute): Promise<unknown> {
+    if (!isJsonContentType(req.headers["content-type"])) throw palmError("unsupported_media_type");
+    const bytes = await readRequestBody(req, { limitBytes: bodyLimit, timeoutMs: options.bodyTimeoutMs });
+    let json: unknown;
+    try {
+      json = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
+    } catch {
+      throw palmError("invalid_json", { message: "The request body is not valid JSON." });
+    }
+    if (!isJsonObject(json)) throw palmError("invalid_json");
+    return requestFromJson(route.method.input, route.body === "*" ? json : { [route.body]: json });
+  }
+
+  function sendLocalError(req: NodeRequest, res: NodeResponse, requestId: string, err: ConnectError): void {
+    options.logger.info(
+      { request_id: requestId, protocol: "rest", method: `${req.method} ${(req.url ?? "").split("?", 1)[0]}`, status: httpStatusOf(err), code: reasonOf(err) },
+      "request",
+    );
+    sendError(req, res, requestId, err);
+  }
+
+  function sendError(req: NodeRequest, res: NodeResponse, requestId: string, e: unknown): void {
+    let err = ConnectError.from(e);
+    if (reasonOf(err) === undefined) err = toPalmError(err);
+    const status = httpStatusOf(err);
+    const headers = forwardedHeaders(err.metadata);
+    headers.set(REQUEST_ID_HEADER, requestId);
+    send(req, res, status, headers, {
+      error: { code: reasonOf(err) ?? "internal_error", message: err.rawMessage, status, request_id: requestId },
+    });
+  }
+
+  return (req, res) => {
+    serve(req, res).catch((e) => {
+      // Only a bug in this file can get here; answer 500 generically.
+      options.logger.error({ err: e }, "REST handler failed");
+      if (!res.headersSent) sendError(req, res, newRequestId(), palmError("internal_error", { cause: e }));
+    });
+  };
+}
+
+function forwardedHeaders(...sources: Headers[]): Headers {
+  const out = new Headers();
+  for (const h of sources) h.forEach((value, name) => isForwardedHeader(name) && name !== REST_CALL_HEADER && out.set(name, value));
+  return out;
+}
+
+function send(req: NodeRequest, res: NodeResponse, status: number, headers: Headers, body: unknown): void {
+  if (res.headersSent || res.destroyed) return;
+  const payload = Buffer.from(JSON.stringify(body));
+  const h: Record<string, string> = { "content-type": "application/json", "content-length": String(payload.byteLength) };
+  headers.forEach((v, k) => (h[k] = v));
+  // A body we did not read to the end (401 before the body, 413, ...) is not drained: HTTP/1.1
+  // closes the connection, HTTP/2 resets the stream with NO_ERROR after the response (RFC 9113 8.1).
+  const unread = !req.complete;
+  if (unread && req.httpVersionMajor === 1) h.connection = "close";
+  res.writeHead(status, h);
+  res.end(payload);
+  if (unread && "stream" in req) {
+    res.once("finish", () => req.stream.close(http2.constants.NGHTTP2_NO_ERROR));
+  }
+}

@@ -1,0 +1,108 @@
+/**
+ * Generic JSON ↔ protobuf for the REST surface, driven by message descriptors:
+ * - requests: proto3 JSON with unknown fields ignored, and every `bytes` field decoded with the
+ *   lenient base64 of SPEC.md section 2 (invalid → 400 invalid_base64; not a string → invalid_json);
+ * - responses: proto field names (snake_case), implicit defaults emitted, and 64-bit integers
+ *   as JSON numbers rather than proto3's strings (SPEC.md section 3).
+ */
+import {
+  fromJson,
+  toJson,
+  ScalarType,
+  type DescField,
+  type DescMessage,
+  type JsonObject,
+  type JsonValue,
+  type MessageShape,
+} from "@bufbuild/protobuf";
+import { badRequest } from "../errors.js";
+import { decodeBase64Lenient } from "./base64.js";
+
+const INT64_TYPES = new Set([ScalarType.INT64, ScalarType.UINT64, ScalarType.SINT64, ScalarType.FIXED64, ScalarType.SFIXED64]);
+
+/** isJsonObject tells a plain JSON object from arrays, null and scalars. */
+export function isJsonObject(v: unknown): v is JsonObject {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/**
+ * requestFromJson builds a request message from a parsed JSON object. Throws ConnectErrors
+ * with reason invalid_json or invalid_base64 (with a BadRequest field violation).
+ */
+export function requestFromJson<Desc extends DescMessage>(desc: Desc, json: JsonObject): MessageShape<Desc> {
+  const setters: ((msg: Record<string, unknown>) => void)[] = [];
+  extractBytes(desc, json, [], setters);
+  let msg: MessageShape<Desc>;
+  try {
+    msg = fromJson(desc, json, { ignoreUnknownFields: true });
+  } catch (e) {
+    throw badRequest("invalid_json", "", `The request body does not match ${desc.typeName}.`, e);
+  }
+  for (const set of setters) set(msg as unknown as Record<string, unknown>);
+  return msg;
+}
+
+/**
+ * extractBytes replaces every singular bytes field (at any depth of singular messages) by null
+ * in `json` and records a setter that puts the leniently decoded bytes into the built message.
+ */
+function extractBytes(desc: DescMessage, json: JsonObject, path: DescField[], setters: ((m: Record<string, unknown>) => void)[]): void {
+  for (const field of desc.fields) {
+    const key = field.jsonName in json ? field.jsonName : field.name in json ? field.name : undefined;
+    if (key === undefined) continue;
+    const value = json[key];
+    if (value === null) continue;
+    if (field.fieldKind === "scalar" && field.scalar === ScalarType.BYTES) {
+      const where = [...path, field].map((f) => f.name).join(".");
+      if (typeof value !== "string") {
+        throw badRequest("invalid_json", where, `Field ${where} must be a base64 string.`);
+      }
+      const bytes = decodeBase64Lenient(value);
+      if (bytes === undefined) throw badRequest("invalid_base64", where, `Field ${where} is not valid base64.`);
+      json[key] = null;
+      const chain = [...path, field];
+      setters.push((msg) => {
+        let target = msg;
+        for (const f of chain.slice(0, -1)) target = target[f.localName] as Record<string, unknown>;
+        target[field.localName] = bytes;
+      });
+    } else if (field.fieldKind === "message" && isJsonObject(value) && !field.message.typeName.startsWith("google.protobuf.")) {
+      extractBytes(field.message, value, [...path, field], setters);
+    }
+  }
+}
+
+/** responseToJson writes a response message as SPEC.md JSON (snake_case, numbers, defaults). */
+export function responseToJson<Desc extends DescMessage>(desc: Desc, msg: MessageShape<Desc>): JsonValue {
+  const json = toJson(desc, msg, { useProtoFieldName: true, alwaysEmitImplicit: true });
+  if (isJsonObject(json)) int64AsNumbers(desc, json);
+  return json;
+}
+
+function int64AsNumbers(desc: DescMessage, json: JsonObject): void {
+  if (desc.typeName.startsWith("google.protobuf.")) return; // well-known types keep their own JSON
+  for (const field of desc.fields) {
+    const v = json[field.name];
+    if (v === undefined || v === null) continue;
+    switch (field.fieldKind) {
+      case "scalar":
+        if (INT64_TYPES.has(field.scalar)) json[field.name] = Number(v);
+        break;
+      case "message":
+        if (isJsonObject(v)) int64AsNumbers(field.message, v);
+        break;
+      case "list":
+        if (!Array.isArray(v)) break;
+        if (field.listKind === "scalar" && INT64_TYPES.has(field.scalar)) json[field.name] = v.map(Number);
+        if (field.listKind === "message") for (const item of v) if (isJsonObject(item)) int64AsNumbers(field.message, item);
+        break;
+      case "map":
+        if (!isJsonObject(v)) break;
+        for (const [k, item] of Object.entries(v)) {
+          if (field.mapKind === "scalar" && INT64_TYPES.has(field.scalar)) v[k] = Number(item);
+          if (field.mapKind === "message" && isJsonObject(item)) int64AsNumbers(field.message, item);
+        }
+        break;
+    }
+  }
+}

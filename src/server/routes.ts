@@ -1,0 +1,63 @@
+/**
+ * What the server serves, shared by the network adapter and the REST in-process client:
+ * the routes, the public methods and the interceptor chain (one implementation for every protocol).
+ */
+import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
+import { Health } from "../../gen/grpc/health/v1/health_pb.js";
+import { PalmService } from "../../gen/palm/v1/palm_pb.js";
+import { createApiKeyInterceptor } from "../auth/api-key-interceptor.js";
+import { createQuotaInterceptor } from "../auth/quota-interceptor.js";
+import type { Store } from "../auth/store.js";
+import type { Config } from "../config.js";
+import type { Analyzer } from "../inference/analyzer-types.js";
+import type { Logger } from "../log.js";
+import { createGrpcHealthService } from "../service/health-service.js";
+import { createPalmService } from "../service/palm-service.js";
+import { createRequestInterceptor } from "./request-interceptor.js";
+
+/** PUBLIC_METHODS need no API key: the liveness checks. */
+export const PUBLIC_METHODS = Object.freeze([PalmService.method.health, Health.method.check]);
+
+/** REST_SERVICES are the services whose google.api.http annotations become REST paths. */
+export const REST_SERVICES = Object.freeze([PalmService]);
+
+/** RoutesOptions configure {@link createRoutes}. */
+export interface RoutesOptions {
+  analyzer: Analyzer;
+  config: Pick<Config, "analyzeTimeoutMs">;
+  /** Whether the server still serves (grpc.health.v1 answers NOT_SERVING once shutdown began). */
+  isServing?: () => boolean;
+}
+
+/** createRoutes registers palm.v1.PalmService and grpc.health.v1.Health. */
+export function createRoutes(options: RoutesOptions): (router: ConnectRouter) => void {
+  const palm = createPalmService({ analyzer: options.analyzer, analyzeTimeoutMs: options.config.analyzeTimeoutMs });
+  const health = createGrpcHealthService({ isServing: options.isServing });
+  return (router) => {
+    router.service(PalmService, palm);
+    router.service(Health, health);
+  };
+}
+
+/** InterceptorsOptions configure {@link createInterceptors}. */
+export interface InterceptorsOptions {
+  store: Store;
+  config: Pick<Config, "planLimits">;
+  logger: Logger;
+  /** Clock for quota periods (tests). */
+  now?: () => Date;
+}
+
+/** createInterceptors returns the chain, outermost first: request id/log/errors, API key, quota. */
+export function createInterceptors(options: InterceptorsOptions): Interceptor[] {
+  return [
+    createRequestInterceptor({ logger: options.logger }),
+    createApiKeyInterceptor({ store: options.store, publicMethods: PUBLIC_METHODS }),
+    createQuotaInterceptor({
+      store: options.store,
+      planLimits: options.config.planLimits,
+      logger: options.logger,
+      now: options.now,
+    }),
+  ];
+}

@@ -1,0 +1,179 @@
+/**
+ * The network server: ONE port for gRPC (HTTP/2 cleartext), gRPC-Web, Connect and REST.
+ *
+ * Node 20's plaintext `http2.createServer` does not fall back to HTTP/1.1 (its `allowHTTP1` is
+ * honoured with TLS only), so a tiny TCP front reads the first bytes of each connection and hands
+ * it to an HTTP/2 server (client preface "PRI * HTTP/2.0") or an HTTP/1.1 server; both run the same
+ * `connectNodeAdapter` handler, whose `fallback` is the REST surface.
+ */
+import http from "node:http";
+import http2 from "node:http2";
+import net, { type AddressInfo } from "node:net";
+import type { ServerHttp2Session } from "node:http2";
+import { connectNodeAdapter } from "@connectrpc/connect-node";
+import type { Store } from "../auth/store.js";
+import type { Config } from "../config.js";
+import type { Analyzer } from "../inference/analyzer-types.js";
+import type { Logger } from "../log.js";
+import { MAX_BODY_BYTES } from "../rest/rest-body.js";
+import { createRestHandler, type NodeHandlerFn } from "../rest/rest-handler.js";
+import { createInterceptors, createRoutes, REST_SERVICES } from "./routes.js";
+
+/** PalmServerOptions configure {@link createPalmServer}. */
+export interface PalmServerOptions {
+  analyzer: Analyzer;
+  store: Store;
+  config: Config;
+  logger: Logger;
+  /** Clock for quota periods (tests). Default: now. */
+  now?: () => Date;
+}
+
+/** PalmServer is a listening (or ready to listen) service instance. */
+export interface PalmServer {
+  /** listen binds `config.port` / `config.host` (or the given ones); resolves with the bound port. */
+  listen(port?: number, host?: string): Promise<number>;
+  /** The bound port (after listen). */
+  readonly port: number;
+  /**
+   * shutdown stops accepting, lets in-flight requests finish for up to `graceMs` (default
+   * config.shutdownGraceMs), then cancels what is left and closes every connection.
+   * The store and the analyzer belong to the caller and stay open.
+   */
+  shutdown(graceMs?: number): Promise<void>;
+}
+
+const H2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+
+
+/** createPalmServer wires the routes, interceptors and REST surface onto one port. */
+export function createPalmServer(options: PalmServerOptions): PalmServer {
+  const { config, logger } = options;
+  let closing = false;
+  const shutdownController = new AbortController();
+  const routes = createRoutes({ analyzer: options.analyzer, config, isServing: () => !closing });
+  const interceptors = createInterceptors({ store: options.store, config, logger, now: options.now });
+  const rest = createRestHandler({
+    services: REST_SERVICES,
+    routes,
+    interceptors,
+    bodyTimeoutMs: config.bodyTimeoutMs,
+    logger,
+  });
+  const adapter = connectNodeAdapter({
+    routes,
+    fallback: rest,
+    interceptors,
+    // Protobuf messages up to the REST body limit; the 5 MiB image limit is checked by the
+    // service so that it answers image_too_large with its details (test/integration/grpc.spec.ts).
+    readMaxBytes: MAX_BODY_BYTES,
+    shutdownSignal: shutdownController.signal,
+  });
+
+  let inFlight = 0;
+  let drained: (() => void) | undefined;
+  // Slow-client guard for every protocol: the whole request must arrive within this bound.
+  const receiveTimeoutMs = config.headersTimeoutMs + config.bodyTimeoutMs + 1000;
+
+  const handle: NodeHandlerFn = (req, res) => {
+    inFlight++;
+    const timer = setTimeout(() => {
+      if (req.complete) return;
+      if ("stream" in req) req.stream.close(http2.constants.NGHTTP2_CANCEL);
+      else req.socket.destroy();
+    }, receiveTimeoutMs);
+    timer.unref();
+    req.once("end", () => clearTimeout(timer));
+    res.once("close", () => {
+      clearTimeout(timer);
+      inFlight--;
+      if (closing) h1.closeIdleConnections();
+      if (inFlight === 0) drained?.();
+    });
+    if (closing && req.httpVersionMajor === 1) res.setHeader("connection", "close");
+    adapter(req, res);
+  };
+
+  const h1 = http.createServer(
+    {
+      headersTimeout: config.headersTimeoutMs,
+      requestTimeout: receiveTimeoutMs,
+      keepAliveTimeout: 5000,
+      connectionsCheckingInterval: 1000,
+    },
+    handle,
+  );
+  // h1 never listens itself (the TCP front does); 'listening' starts its timeout checks.
+  h1.emit("listening");
+  const h2 = http2.createServer({ settings: { maxConcurrentStreams: 256 } }, handle);
+  h2.setTimeout(config.idleTimeoutMs);
+  const sessions = new Set<ServerHttp2Session>();
+  h2.on("session", (s: ServerHttp2Session) => {
+    sessions.add(s);
+    s.once("close", () => sessions.delete(s));
+    if (closing) s.close();
+  });
+  const sockets = new Set<net.Socket>();
+
+  const front = net.createServer((socket) => {
+    sockets.add(socket);
+    socket.once("close", () => sockets.delete(socket));
+    socket.setTimeout(config.headersTimeoutMs, () => socket.destroy()); // nothing sent at all
+    let head: Buffer = Buffer.alloc(0);
+    const onData = (chunk: Buffer) => {
+      head = head.byteLength === 0 ? chunk : Buffer.concat([head, chunk]);
+      const n = Math.min(head.byteLength, H2_PREFACE.byteLength);
+      const isH2 = head.subarray(0, n).equals(H2_PREFACE.subarray(0, n));
+      if (isH2 && n < 2) return; // "P" could still be "POST": wait for one more byte
+      socket.off("data", onData);
+      socket.setTimeout(0);
+      socket.pause();
+      socket.unshift(head);
+      if (isH2) {
+        h2.emit("connection", socket); // the session reads the unshifted bytes itself
+      } else {
+        h1.emit("connection", socket);
+        socket.resume();
+      }
+    };
+    socket.on("data", onData);
+    socket.on("error", () => socket.destroy());
+  });
+  front.on("error", (err) => logger.error({ err }, "server error"));
+
+  let port = 0;
+  return {
+    get port() {
+      return port;
+    },
+    listen(p = config.port, host = config.host): Promise<number> {
+      return new Promise((resolve, reject) => {
+        front.once("error", reject);
+        front.listen(p, host, () => {
+          front.off("error", reject);
+          port = (front.address() as AddressInfo).port;
+          resolve(port);
+        });
+      });
+    },
+    async shutdown(graceMs = config.shutdownGraceMs): Promise<void> {
+      if (closing) return;
+      closing = true;
+      const frontClosed = new Promise<void>((resolve) => front.close(() => resolve()));
+      for (const s of sessions) s.close(); // GOAWAY: running streams finish, no new ones
+      h1.closeIdleConnections();
+      if (inFlight > 0) {
+        await new Promise<void>((resolve) => {
+          drained = resolve;
+          setTimeout(resolve, graceMs).unref();
+        });
+      }
+      shutdownController.abort(); // cancel whatever is left (its quota is refunded)
+      for (const s of sessions) s.destroy();
+      for (const socket of sockets) socket.destroy();
+      h1.close(() => {});
+      await frontClosed;
+      logger.info({ abandoned: inFlight }, "server stopped");
+    },
+  };
+}

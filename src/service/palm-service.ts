@@ -1,0 +1,103 @@
+/**
+ * PalmService: a thin implementation over the injected {@link Analyzer}. Auth, quota, request ids
+ * and error mapping live in interceptors; this file checks the image size, applies the analyze
+ * deadline and shapes SPEC.md section 3's response.
+ */
+import { create } from "@bufbuild/protobuf";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import { Code, ConnectError } from "@connectrpc/connect";
+import {
+  AnalyzeResponseSchema,
+  type AnalyzeRequest,
+  type AnalyzeResponse,
+  type PalmService,
+} from "../../gen/palm/v1/palm_pb.js";
+import { kRequestId, kUsage } from "../auth/context-keys.js";
+import { badRequest, palmError, toPalmError } from "../errors.js";
+import type { AnalysisResult, Analyzer } from "../inference/analyzer-types.js";
+import { newRequestId } from "../server/request-id.js";
+
+/** MAX_IMAGE_BYTES is SPEC.md's 5 MiB limit on the decoded image file. */
+export const MAX_IMAGE_BYTES = 5 * 1024 * 1024;
+
+/** PalmServiceOptions configure {@link createPalmService}. */
+export interface PalmServiceOptions {
+  analyzer: Analyzer;
+  /** Deadline of one analysis in ms; a client's shorter deadline wins. */
+  analyzeTimeoutMs: number;
+}
+
+/** createPalmService returns the `palm.v1.PalmService` implementation. */
+export function createPalmService(options: PalmServiceOptions): ServiceImpl<typeof PalmService> {
+  const { analyzer } = options;
+  return {
+    async analyze(req: AnalyzeRequest, ctx: HandlerContext): Promise<AnalyzeResponse> {
+      if (req.image.byteLength === 0) throw badRequest("missing_image", "image");
+      if (req.image.byteLength > MAX_IMAGE_BYTES) throw badRequest("image_too_large", "image");
+      const result = await analyzeWithDeadline(analyzer, req.image, ctx, options.analyzeTimeoutMs);
+      return toResponse(result, ctx);
+    },
+    health() {
+      return { status: "ok" };
+    },
+  };
+}
+
+async function analyzeWithDeadline(
+  analyzer: Analyzer,
+  image: Uint8Array,
+  ctx: HandlerContext,
+  timeoutMs: number,
+): Promise<AnalysisResult> {
+  const deadline = AbortSignal.timeout(timeoutMs);
+  const signal = AbortSignal.any([ctx.signal, deadline]);
+  let onAbort: (() => void) | undefined;
+  // Race the engine against the signal: the answer goes out at the deadline even if the engine
+  // finishes its current stage later (it drops the work itself when it sees the signal).
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () => reject(signal.reason);
+    if (signal.aborted) onAbort();
+    else signal.addEventListener("abort", onAbort, { once: true });
+  });
+  try {
+    return await Promise.race([analyzer.analyze(image, { signal }), aborted]);
+  } catch (e) {
+    if (deadline.aborted || isDeadline(ctx.signal.reason)) throw palmError("timeout", { cause: e });
+    if (ctx.signal.aborted) throw palmError("canceled", { cause: e });
+    throw toPalmError(e);
+  } finally {
+    if (onAbort) signal.removeEventListener("abort", onAbort);
+    aborted.catch(() => {}); // settled after the race: never an unhandled rejection
+  }
+}
+
+function isDeadline(reason: unknown): boolean {
+  return reason instanceof ConnectError && reason.code === Code.DeadlineExceeded;
+}
+
+function toResponse(result: AnalysisResult, ctx: HandlerContext): AnalyzeResponse {
+  const usage = ctx.values.get(kUsage);
+  const stats = (name: "heart" | "head" | "life") => ({
+    pixels: BigInt(result.stats[name].pixels),
+    confidence: result.stats[name].confidence,
+    coverage: result.stats[name].coverage,
+    detected: result.stats[name].detected,
+  });
+  return create(AnalyzeResponseSchema, {
+    id: ctx.values.get(kRequestId) ?? newRequestId(),
+    object: "palm.analysis",
+    created: BigInt(Math.floor(Date.now() / 1000)),
+    model: result.model,
+    results: {
+      overlay: result.overlay,
+      masks: { heart: result.masks.heart, head: result.masks.head, life: result.masks.life },
+      stats: { heart: stats("heart"), head: stats("head"), life: stats("life") },
+    },
+    usage: usage && {
+      requestsUsed: BigInt(usage.used),
+      requestsLimit: BigInt(usage.limit),
+      plan: usage.plan,
+      resetsAt: BigInt(usage.resetsAt),
+    },
+  });
+}
