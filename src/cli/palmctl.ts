@@ -1,0 +1,180 @@
+/**
+ * palmctl: the operator CLI for API keys and usage, against the Redis of REDIS_URL (the same
+ * store and plan limits the servers use). Run as `npx palmctl …` (bin/palmctl.mjs).
+ *
+ *   palmctl keys create --client ID [--plan NAME]   new key, printed alone on the last line
+ *   palmctl keys revoke KEY|HASH|HASH-PREFIX        revoke one key
+ *   palmctl keys list --client ID                   hash prefixes, created, revoked
+ *   palmctl usage --client ID                       this month's used and limit
+ *   palmctl clients set-plan --client ID --plan NAME
+ */
+import { generateApiKey, hashApiKey, isWellFormedApiKey } from "../auth/api-key.js";
+import { quotaPeriodOf } from "../auth/quota-period.js";
+import { createRedisStore } from "../auth/redis-store.js";
+import type { Store } from "../auth/store.js";
+import { ConfigError, loadConfig, type Config } from "../config.js";
+
+/** PalmctlIo is where palmctl reads its environment and writes its output (tests inject it). */
+export interface PalmctlIo {
+  env?: Readonly<Record<string, string | undefined>>;
+  stdout?: (line: string) => void;
+  stderr?: (line: string) => void;
+  /** A store to use instead of connecting to REDIS_URL (tests). */
+  store?: Store;
+}
+
+/** PALMCTL_USAGE is the help text. */
+export const PALMCTL_USAGE = `usage:
+  palmctl keys create --client ID [--plan NAME]
+  palmctl keys revoke KEY|HASH|HASH-PREFIX
+  palmctl keys list --client ID
+  palmctl usage --client ID
+  palmctl clients set-plan --client ID --plan NAME
+environment: REDIS_URL (required), PALM_REDIS_PREFIX, PALM_PLAN_LIMITS`;
+
+class UsageError extends Error {}
+
+/** runPalmctl runs one command and returns the process exit code (0 ok, 1 failure, 2 usage). */
+export async function runPalmctl(argv: readonly string[], io: PalmctlIo = {}): Promise<number> {
+  const out = io.stdout ?? ((l: string) => process.stdout.write(`${l}\n`));
+  const err = io.stderr ?? ((l: string) => process.stderr.write(`${l}\n`));
+  let config: Config;
+  try {
+    config = loadConfig(io.env ?? process.env);
+  } catch (e) {
+    err(`palmctl: ${e instanceof ConfigError ? e.message : String(e)}`);
+    return 2;
+  }
+  const [group, command, ...rest] = argv;
+  let store = io.store;
+  try {
+    const args = parseFlags(group === "usage" ? [command, ...rest].filter((a) => a !== undefined) : rest);
+    if (!store) {
+      if (config.redisUrl === undefined) throw new UsageError("REDIS_URL is not set: palmctl manages the shared Redis store");
+      const redis = createRedisStore({ url: config.redisUrl, keyPrefix: config.redisKeyPrefix, commandTimeoutMs: 5000 });
+      await redis.ready(5000);
+      store = redis;
+    }
+    await dispatch(group, command, args, store, config, out);
+    return 0;
+  } catch (e) {
+    if (e instanceof UsageError) {
+      err(`palmctl: ${e.message}`);
+      err(PALMCTL_USAGE);
+      return 2;
+    }
+    err(`palmctl: ${e instanceof Error ? e.message : String(e)}`);
+    return 1;
+  } finally {
+    if (store && !io.store) await store.close();
+  }
+}
+
+interface Flags {
+  positional: string[];
+  flags: Map<string, string>;
+}
+
+function parseFlags(args: readonly string[]): Flags {
+  const positional: string[] = [];
+  const flags = new Map<string, string>();
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i];
+    if (a.startsWith("--")) {
+      const [name, inline] = a.slice(2).split("=", 2);
+      const value = inline ?? args[++i];
+      if (value === undefined || value === "") throw new UsageError(`--${name} needs a value`);
+      flags.set(name, value);
+    } else {
+      positional.push(a);
+    }
+  }
+  return { positional, flags };
+}
+
+function need(f: Flags, name: string): string {
+  const v = f.flags.get(name);
+  if (v === undefined) throw new UsageError(`--${name} is required`);
+  return v;
+}
+
+function clientId(f: Flags): string {
+  const id = need(f, "client");
+  if (!/^[A-Za-z0-9_.:-]{1,64}$/.test(id)) throw new UsageError("--client must be 1-64 of A-Z a-z 0-9 _ . : -");
+  return id;
+}
+
+function planName(f: Flags, config: Config): string | undefined {
+  const plan = f.flags.get("plan");
+  if (plan !== undefined && config.planLimits[plan] === undefined) {
+    throw new UsageError(`unknown plan ${JSON.stringify(plan)}; PALM_PLAN_LIMITS has ${Object.keys(config.planLimits).join(", ")}`);
+  }
+  return plan;
+}
+
+const iso = (ms: number) => new Date(ms).toISOString();
+
+async function dispatch(
+  group: string | undefined,
+  command: string | undefined,
+  f: Flags,
+  store: Store,
+  config: Config,
+  out: (l: string) => void,
+): Promise<void> {
+  switch (`${group} ${group === "usage" ? "" : command}`.trim()) {
+    case "keys create": {
+      const id = clientId(f);
+      const plan = planName(f, config);
+      const key = generateApiKey();
+      const record = await store.createKey(id, hashApiKey(key), plan);
+      const client = await store.getClient(id);
+      out(`created key ${record.hash.slice(0, 12)}… for client ${id} (plan ${client?.plan ?? plan}); it is shown only now:`);
+      out(key);
+      return;
+    }
+    case "keys revoke": {
+      const target = f.positional[0];
+      if (!target) throw new UsageError("keys revoke needs a KEY, a HASH or a hash prefix (8+ hex)");
+      let hash: string;
+      if (isWellFormedApiKey(target)) hash = hashApiKey(target);
+      else if (/^[0-9a-f]{64}$/.test(target)) hash = target;
+      else if (/^[0-9a-f]{8,63}$/.test(target)) {
+        const found = await store.findKeyHashes(target);
+        if (found.length !== 1) throw new Error(found.length === 0 ? "no key with that hash prefix" : "hash prefix is ambiguous");
+        hash = found[0];
+      } else throw new UsageError("not a key, a SHA-256 hash or a hash prefix");
+      if (!(await store.revokeKey(hash))) throw new Error("no such key");
+      out(`revoked key ${hash.slice(0, 12)}…`);
+      return;
+    }
+    case "keys list": {
+      const id = clientId(f);
+      const keys = await store.listKeys(id);
+      out(`hash          created                   revoked`);
+      for (const k of keys) {
+        out(`${k.hash.slice(0, 12)}  ${iso(k.createdAt)}  ${k.revokedAt === undefined ? "-" : iso(k.revokedAt)}`);
+      }
+      return;
+    }
+    case "usage": {
+      const id = clientId(f);
+      const client = await store.getClient(id);
+      if (!client) throw new Error(`no client ${JSON.stringify(id)}`);
+      const period = quotaPeriodOf();
+      const used = await store.usage(id, period);
+      const limit = config.planLimits[client.plan];
+      out(`client ${id} plan ${client.plan} period ${period.id}: used ${used} of ${limit ?? "?"} (resets ${iso(period.resetsAt * 1000)})`);
+      return;
+    }
+    case "clients set-plan": {
+      const id = clientId(f);
+      const plan = planName(f, config) ?? need(f, "plan");
+      await store.setPlan(id, plan);
+      out(`client ${id} is on plan ${plan}`);
+      return;
+    }
+    default:
+      throw new UsageError(group === undefined ? "no command" : `unknown command ${[group, command].filter(Boolean).join(" ")}`);
+  }
+}
