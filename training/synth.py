@@ -37,7 +37,7 @@ CHANNELS = ("palm", "heart", "head", "life")
 # palm-side skin tones (RGB, 0-1), light to dark; dorsal tones are derived by darkening
 SKIN = np.array([
     [244, 214, 200], [236, 196, 176], [226, 182, 156], [212, 164, 136], [196, 146, 116],
-    [178, 126, 98], [156, 106, 80], [136, 90, 68], [112, 74, 56], [92, 62, 48],
+    [178, 126, 98], [156, 106, 80], [140, 96, 74], [126, 86, 66], [110, 76, 60],
 ], np.float32) / 255.0
 
 
@@ -398,7 +398,7 @@ def render_hand(rng, A_ss, bg, h, dorsal=False, lines=None, line_style=None, arm
             poly = tp(A_ss, cv2.ellipse2Poly((int(c[0] * 1000), int(c[1] * 1000)), (int(ax[0] * 1000), int(ax[1] * 1000)), 0, 0, 360, 20) / 1000.0)
             cv2.fillPoly(mound, [fix(poly)], 1.0, cv2.LINE_AA, SHIFT)
         mound = blur(mound, max(1.0, 0.08 * ppu))
-        skin *= (1 + rng.uniform(0.0, 0.08) * mound)[..., None]
+        skin *= (1 + rng.uniform(0.0, 0.04) * mound)[..., None]
         skin[..., 0] *= 1 + rng.uniform(0.0, 0.04) * mound
     # finger outlines / separation shadows
     edges = np.zeros((R, R), np.uint8)
@@ -454,7 +454,7 @@ def render_hand(rng, A_ss, bg, h, dorsal=False, lines=None, line_style=None, arm
                 cc.draw(rng, tp(A_ss, bezier([c0, (c0 + p1) / 2 + rng.normal(0, 0.015, 2), p1], 12)),
                         cw(0.004, 0.012), strength * U(0.1, 0.5), light, hl)
             # many minor wrinkles anywhere on the palm
-            for _ in range(int(rng.integers(15, 110))):
+            for _ in range(int(rng.integers(30, 160))):
                 c0 = np.array([U(-0.55, 0.6), U(0.0, L)])
                 ang = U(0, 2 * math.pi)
                 ln = U(0.02, 0.16)
@@ -518,14 +518,14 @@ def render_hand(rng, A_ss, bg, h, dorsal=False, lines=None, line_style=None, arm
     tex = noise_tile(rng, rng.choice([0.6, 1.0, 1.5]))
     skin *= (1 + rng.uniform(0.01, 0.06) * tex)[..., None]
     # specular highlights
-    if rng.random() < 0.45:
+    if rng.random() < 0.3:
         spec = np.zeros((R, R), np.float32)
         for _ in range(int(rng.integers(1, 4))):
             c0 = tp(A_ss, [(rng.uniform(-0.4, 0.5), rng.uniform(0.1, 1.0))])[0]
             ax = (int(rng.uniform(0.05, 0.25) * ppu) + 1, int(rng.uniform(0.05, 0.2) * ppu) + 1)
             cv2.ellipse(spec, (int(c0[0]), int(c0[1])), ax, rng.uniform(0, 180), 0, 360, 1.0, -1)
         spec = blur(spec, max(1.0, 0.07 * ppu))
-        skin += rng.uniform(0.05, 0.3) * spec[..., None] * (1 - 0.5 * D[..., None])
+        skin += rng.uniform(0.04, 0.2) * spec[..., None] * (1 - 0.5 * D[..., None])
     img = bg * (1 - a[..., None]) + skin * a[..., None]
     return img, mask
 
@@ -607,7 +607,7 @@ def camera_effects(rng, img, upscale):
         ker /= max(ker.sum(), 1e-6)
         img = cv2.filter2D(img, -1, ker)
     # exposure, gamma, white balance / colour cast
-    img = img * rng.uniform(0.75, 1.25)
+    img = img * rng.uniform(0.8, 1.2)
     img = np.clip(img, 0, 1) ** rng.uniform(0.75, 1.3)
     img = img * (1 + rng.normal(0, 0.06, 3)).astype(np.float32)
     if rng.random() < 0.5:

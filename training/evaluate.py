@@ -1,0 +1,264 @@
+"""Evaluate the palm-line model on held-out synthetic sets (seeds differ from training).
+
+    /usr/bin/python3 -m training.evaluate --ckpt training/runs/main/final.pt \\
+        --onnx models/palm-lines/palm-lines.onnx --out models/palm-lines/metrics.json
+    # calibrate thresholds / detection rule on the validation sets first:
+    /usr/bin/python3 -m training.evaluate --ckpt ... --tune --calib models/palm-lines/calibration.json
+
+* Lines: on crop-style images (test_crop: exactly what the engine's second pass sees), per line,
+  precision / recall / F1 of line pixels with a 3-pixel tolerance at 256x256, pooled over the set.
+  Reported raw (thresholded probabilities) and after the engine-like post-processing (keep the
+  largest 8-connected component, drop it unless it passes the detection rule).
+* Palm: IoU of the thresholded palm channel on whole letterboxed scenes (test_scene), mean over
+  images and pooled; also on crops.
+* Negatives (test_neg: backs of hands, forearms, objects, bare backgrounds): share of images with
+  no line detected by the metadata detection rule, single pass and with an emulated two-pass run.
+Inference uses the torch checkpoint; with --onnx the exported file's metadata is used and the
+file is checked to give the same outputs (onnxruntime-node) on a few test images.
+"""
+import argparse
+import json
+import os
+import time
+
+import cv2
+import numpy as np
+import onnx
+import torch
+
+from training import export as exp
+from training.train import load_shards, to_tensors
+
+LINES = ("heart", "head", "life")
+TOL = 3
+
+
+def predict(net, imgs, bs=16):
+    out = []
+    with torch.no_grad():
+        for i in range(0, len(imgs), bs):
+            x, _ = to_tensors(imgs[i:i + bs], np.zeros(imgs[i:i + bs].shape[:3], np.uint8))
+            out.append(torch.sigmoid(net(x)).numpy().astype(np.float16))
+    return np.concatenate(out)
+
+
+def unpack(masks):
+    return np.stack([(masks >> b) & 1 for b in range(4)], 1).astype(np.uint8)
+
+
+def largest_cc(binary):
+    n, lab, stats, _ = cv2.connectedComponentsWithStats(binary.astype(np.uint8), connectivity=8)
+    if n <= 1:
+        return np.zeros_like(binary, dtype=np.uint8)
+    k = 1 + int(np.argmax(stats[1:, cv2.CC_STAT_AREA]))
+    return (lab == k).astype(np.uint8)
+
+
+def kept_line(prob, thr, det):
+    """Engine-like: largest component, kept only if it passes the detection rule."""
+    cc = largest_cc(prob > thr)
+    n = int(cc.sum())
+    if n == 0:
+        return cc, False
+    conf = float(prob[cc > 0].mean())
+    ok = n >= det["min_pixels"] and conf >= det["min_confidence"]
+    return (cc if ok else np.zeros_like(cc)), ok
+
+
+def tol_counts(pred, gt):
+    """(pred pixels near gt, pred pixels, gt pixels near pred, gt pixels)"""
+    npred, ngt = int(pred.sum()), int(gt.sum())
+    if npred == 0 or ngt == 0:
+        return 0, npred, 0, ngt
+    dgt = cv2.distanceTransform((gt == 0).astype(np.uint8), cv2.DIST_L2, 5)
+    dpr = cv2.distanceTransform((pred == 0).astype(np.uint8), cv2.DIST_L2, 5)
+    return int((dgt[pred > 0] <= TOL).sum()), npred, int((dpr[gt > 0] <= TOL).sum()), ngt
+
+
+def prf(c):
+    p = c[0] / c[1] if c[1] else 0.0
+    r = c[2] / c[3] if c[3] else 0.0
+    return p, r, (2 * p * r / (p + r) if p + r else 0.0)
+
+
+def line_metrics(probs, gts, thr, det):
+    res = {}
+    for ci, name in enumerate(LINES, start=1):
+        raw, post = np.zeros(4), np.zeros(4)
+        detected = 0
+        for i in range(len(probs)):
+            pr = probs[i, ci].astype(np.float32)
+            gt = gts[i, ci]
+            raw += tol_counts(pr > thr[name], gt)
+            kept, ok = kept_line(pr, thr[name], det)
+            post += tol_counts(kept, gt)
+            detected += ok and gt.sum() > 0
+        npos = int(sum(gts[i, ci].sum() > 0 for i in range(len(gts))))
+        p, r, f = prf(raw)
+        pp, rp, fp = prf(post)
+        res[name] = {"precision": round(p, 4), "recall": round(r, 4), "f1": round(f, 4),
+                     "post_precision": round(pp, 4), "post_recall": round(rp, 4), "post_f1": round(fp, 4),
+                     "detected_share": round(detected / max(npos, 1), 4), "images_with_line": npos}
+    return res
+
+
+def palm_iou(probs, gts, thr):
+    ious, inter, union = [], 0, 0
+    for i in range(len(probs)):
+        pr = largest_cc(probs[i, 0].astype(np.float32) > thr)
+        gt = gts[i, 0] > 0
+        it, un = int((pr & gt).sum()), int((pr | gt).sum())
+        inter += it; union += un
+        if gt.sum() > 0:
+            ious.append(it / un if un else 1.0)
+    return {"mean_iou": round(float(np.mean(ious)), 4), "pooled_iou": round(inter / max(union, 1), 4), "images": len(ious)}
+
+
+def crop_from_palm(img, palm_prob, thr, margin):
+    """Emulate the engine's second pass on a 256 image: palm box -> margin -> square -> 256."""
+    cc = largest_cc(palm_prob > thr)
+    if cc.sum() == 0:
+        return None
+    ys, xs = np.nonzero(cc)
+    x0, x1, y0, y1 = xs.min(), xs.max() + 1, ys.min(), ys.max() + 1
+    w, h = x1 - x0, y1 - y0
+    x0 -= margin * w; x1 += margin * w; y0 -= margin * h; y1 += margin * h
+    side = max(x1 - x0, y1 - y0)
+    cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
+    s = 256 / side
+    M = np.float32([[s, 0, -(cx - side / 2) * s], [0, s, -(cy - side / 2) * s]])
+    return cv2.warpAffine(img, M, (256, 256), flags=cv2.INTER_LINEAR, borderValue=0)
+
+
+def negative_metrics(net, imgs, probs, thr, det, margin):
+    single, two = 0, 0
+    crops, idx = [], []
+    for i in range(len(probs)):
+        fired = any(kept_line(probs[i, ci].astype(np.float32), thr[n], det)[1] for ci, n in enumerate(LINES, 1))
+        single += not fired
+        c = crop_from_palm(imgs[i], probs[i, 0].astype(np.float32), thr["palm"], margin)
+        if c is None:
+            two += 1
+        else:
+            crops.append(c); idx.append(i)
+    if crops:
+        p2 = predict(net, np.stack(crops))
+        for j in range(len(crops)):
+            fired = any(kept_line(p2[j, ci].astype(np.float32), thr[n], det)[1] for ci, n in enumerate(LINES, 1))
+            two += not fired
+    n = len(probs)
+    return {"no_detection_single_pass": round(single / n, 4), "no_detection_two_pass": round(two / n, 4),
+            "palm_found_pass1": round(len(crops) / n, 4), "images": n}
+
+
+def tune(net, data_root, calib_path):
+    vi, vm, _ = load_shards(os.path.join(data_root, "val_crop"))
+    ni, _, _ = load_shards(os.path.join(data_root, "val_neg"))
+    vp, vg = predict(net, vi), unpack(vm)
+    np_ = predict(net, ni)
+    calib = exp.load_calib(None)
+    thr = {"palm": 0.5}
+    for ci, name in enumerate(LINES, 1):
+        best = (0, 0.5)
+        for t in (0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7):
+            c = np.zeros(4)
+            for i in range(len(vp)):
+                c += tol_counts(vp[i, ci].astype(np.float32) > t, vg[i, ci])
+            best = max(best, (prf(c)[2], t))
+        thr[name] = best[1]
+        print(f"threshold {name}: {best[1]} (val F1 {best[0]:.3f})")
+    # detection rule: pick the loosest rule that keeps >= 97% of negatives clean
+    comps_pos, comps_neg = [], []
+    for probs, store in ((vp, comps_pos), (np_, comps_neg)):
+        for i in range(len(probs)):
+            row = []
+            for ci, name in enumerate(LINES, 1):
+                pr = probs[i, ci].astype(np.float32)
+                cc = largest_cc(pr > thr[name])
+                n = int(cc.sum())
+                row.append((n, float(pr[cc > 0].mean()) if n else 0.0, int(vg[i, ci].sum() > 0) if store is comps_pos else 0))
+            store.append(row)
+    best = None
+    for mp in (10, 15, 20, 30, 40, 60, 80, 100, 130):
+        for mc in (0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8):
+            neg_clean = np.mean([not any(n >= mp and c >= mc for n, c, _ in row) for row in comps_neg])
+            pos = [(n >= mp and c >= mc) for row in comps_pos for n, c, has in row if has]
+            rate = float(np.mean(pos))
+            key = (neg_clean >= 0.97, rate if neg_clean >= 0.97 else neg_clean, -mp, -mc)
+            if best is None or key > best[0]:
+                best = (key, mp, mc, neg_clean, rate)
+    _, mp, mc, nc, rate = best
+    print(f"detection: min_pixels {mp}, min_confidence {mc} (val negatives clean {nc:.3f}, val line detection {rate:.3f})")
+    calib.update({"thresholds": thr, "detection": {"min_pixels": mp, "min_confidence": mc}})
+    os.makedirs(os.path.dirname(os.path.abspath(calib_path)), exist_ok=True)
+    with open(calib_path, "w") as f:
+        json.dump(calib, f, indent=1)
+    print("wrote", calib_path)
+    return calib
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ckpt", required=True)
+    ap.add_argument("--onnx", default=None, help="use this file's metadata and check it matches the checkpoint")
+    ap.add_argument("--data", default="training/data")
+    ap.add_argument("--calib", default="models/palm-lines/calibration.json")
+    ap.add_argument("--tune", action="store_true", help="calibrate on val_crop/val_neg and write --calib")
+    ap.add_argument("--out", default="models/palm-lines/metrics.json")
+    ap.add_argument("--limit", type=int, default=None)
+    a = ap.parse_args()
+    torch.set_num_threads(2)
+    net = exp.load_net(a.ckpt)
+    if a.tune:
+        tune(net, a.data, a.calib)
+        return
+    if a.onnx:
+        meta = {p.key: p.value for p in onnx.load(a.onnx).metadata_props}
+        calib = {"thresholds": json.loads(meta["thresholds"]), "detection": json.loads(meta["detection"]),
+                 "crop": json.loads(meta["crop"])}
+    else:
+        calib = exp.load_calib(a.calib)
+    thr, det, margin = calib["thresholds"], calib["detection"], calib["crop"]["margin"]
+    t0 = time.time()
+    res = {"model": f"{exp.MODEL_NAME}-{exp.MODEL_VERSION}", "calibration": calib, "tolerance_px": TOL}
+    ci_, cm, _ = load_shards(os.path.join(a.data, "test_crop"), a.limit)
+    cp = predict(net, ci_)
+    cg = unpack(cm)
+    res["lines_on_crops"] = line_metrics(cp, cg, thr, det)
+    res["palm_on_crops"] = palm_iou(cp, cg, thr["palm"])
+    si, sm, _ = load_shards(os.path.join(a.data, "test_scene"), a.limit)
+    sp = predict(net, si)
+    sg = unpack(sm)
+    res["palm_on_scenes"] = palm_iou(sp, sg, thr["palm"])
+    res["lines_on_scenes_raw"] = {k: {kk: v[kk] for kk in ("precision", "recall", "f1")}
+                                  for k, v in line_metrics(sp, sg, thr, det).items()}
+    ni, _, _ = load_shards(os.path.join(a.data, "test_neg"), a.limit)
+    npb = predict(net, ni)
+    res["negatives"] = negative_metrics(net, ni, npb, thr, det, margin)
+    res["sizes"] = {"test_crop": len(ci_), "test_scene": len(si), "test_neg": len(ni)}
+    if a.onnx:
+        res["onnx_check"] = exp.verify(net, a.onnx)
+        res["onnx_bytes"] = os.path.getsize(a.onnx)
+    res["eval_s"] = round(time.time() - t0)
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+    with open(a.out, "w") as f:
+        json.dump(res, f, indent=1)
+    print_table(res)
+    print("wrote", a.out)
+
+
+def print_table(res):
+    print(f"\nLines on crop-style images ({res['sizes']['test_crop']} held-out synthetic, 3 px tolerance at 256x256)")
+    print(f"{'line':6} {'P':>6} {'R':>6} {'F1':>6} | {'P post':>7} {'R post':>7} {'F1 post':>7} | detected")
+    for k, v in res["lines_on_crops"].items():
+        print(f"{k:6} {v['precision']:6.3f} {v['recall']:6.3f} {v['f1']:6.3f} | {v['post_precision']:7.3f} "
+              f"{v['post_recall']:7.3f} {v['post_f1']:7.3f} | {v['detected_share']:.3f}")
+    print(f"palm IoU on whole scenes ({res['sizes']['test_scene']}): mean {res['palm_on_scenes']['mean_iou']:.3f}, "
+          f"pooled {res['palm_on_scenes']['pooled_iou']:.3f}; on crops: mean {res['palm_on_crops']['mean_iou']:.3f}")
+    n = res["negatives"]
+    print(f"negatives ({n['images']}): no line detected {n['no_detection_single_pass']:.3f} (single pass), "
+          f"{n['no_detection_two_pass']:.3f} (two-pass emulation)")
+
+
+if __name__ == "__main__":
+    main()
