@@ -1,0 +1,98 @@
+/**
+ * Test helpers: small images built in memory with sharp and by hand (PNG chunks), so that
+ * each bad-input case is explicit in the test that uses it.
+ */
+import { deflateSync } from "node:zlib";
+import sharp from "sharp";
+
+/** asymmetricRgb returns a w x h RGB image whose four quadrants have distinct colours: top-left red, top-right green, bottom-left blue, bottom-right white. */
+export function asymmetricRgb(width: number, height: number): Buffer {
+  const data = Buffer.alloc(width * height * 3);
+  for (let y = 0; y < height; y++) {
+    for (let x = 0; x < width; x++) {
+      const i = (y * width + x) * 3;
+      const right = x >= width / 2;
+      const bottom = y >= height / 2;
+      const c = !bottom ? (!right ? [255, 0, 0] : [0, 255, 0]) : !right ? [0, 0, 255] : [255, 255, 255];
+      data[i] = c[0];
+      data[i + 1] = c[1];
+      data[i + 2] = c[2];
+    }
+  }
+  return data;
+}
+
+/** jpegOf encodes raw RGB as JPEG. */
+export function jpegOf(raw: Buffer, width: number, height: number, options: import("sharp").JpegOptions = {}): Promise<Buffer> {
+  return sharp(raw, { raw: { width, height, channels: 3 } }).jpeg({ quality: 95, ...options }).toBuffer();
+}
+
+/** pngOf encodes raw pixels as PNG. */
+export function pngOf(raw: Buffer, width: number, height: number, channels: 1 | 2 | 3 | 4 = 3): Promise<Buffer> {
+  return sharp(raw, { raw: { width, height, channels } }).png().toBuffer();
+}
+
+/** solidJpeg is a plain grey JPEG of the given size. */
+export function solidJpeg(width: number, height: number): Promise<Buffer> {
+  return sharp({ create: { width, height, channels: 3, background: { r: 128, g: 128, b: 128 } } }).jpeg().toBuffer();
+}
+
+const CRC_TABLE = (() => {
+  const t = new Uint32Array(256);
+  for (let n = 0; n < 256; n++) {
+    let c = n;
+    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+    t[n] = c >>> 0;
+  }
+  return t;
+})();
+
+function crc32(bytes: Uint8Array): number {
+  let c = 0xffffffff;
+  for (let i = 0; i < bytes.length; i++) c = CRC_TABLE[(c ^ bytes[i]) & 0xff] ^ (c >>> 8);
+  return (c ^ 0xffffffff) >>> 0;
+}
+
+function pngChunk(type: string, data: Uint8Array): Buffer {
+  const out = Buffer.alloc(12 + data.length);
+  out.writeUInt32BE(data.length, 0);
+  out.write(type, 4, "ascii");
+  out.set(data, 8);
+  out.writeUInt32BE(crc32(out.subarray(4, 8 + data.length)), 8 + data.length);
+  return out;
+}
+
+/**
+ * pngBomb is a valid-looking ~100-byte PNG whose header declares width x height 8-bit grey
+ * pixels (a decompression bomb when large): the IDAT holds only a few rows of zeros.
+ */
+export function pngBomb(width: number, height: number): Buffer {
+  const ihdr = Buffer.alloc(13);
+  ihdr.writeUInt32BE(width, 0);
+  ihdr.writeUInt32BE(height, 4);
+  ihdr[8] = 8;
+  ihdr[9] = 0;
+  const idat = deflateSync(Buffer.alloc(4 * (width + 1)));
+  return Buffer.concat([
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    pngChunk("IHDR", ihdr),
+    pngChunk("IDAT", idat),
+    pngChunk("IEND", new Uint8Array(0)),
+  ]);
+}
+
+/** corruptPngCrc flips the CRC of the first IDAT chunk of a PNG. */
+export function corruptPngCrc(png: Buffer): Buffer {
+  const out = Buffer.from(png);
+  let pos = 8;
+  while (pos < out.length) {
+    const len = out.readUInt32BE(pos);
+    const type = out.toString("ascii", pos + 4, pos + 8);
+    if (type === "IDAT") {
+      out[pos + 8 + len] ^= 0xff;
+      return out;
+    }
+    pos += 12 + len;
+  }
+  throw new Error("no IDAT");
+}
