@@ -73,6 +73,9 @@ export async function createModelSession(options: ModelSessionOptions = {}): Pro
       interOpNumThreads: 1,
       executionMode: "sequential",
       graphOptimizationLevel: "all",
+      // The arena keeps the peak activation memory of every session for good (+33 MB per
+      // worker measured with the 5 MB U-Net) and buys no speed at batch 1.
+      enableCpuMemArena: false,
     });
   } catch (cause) {
     throw new ModelLoadError(`onnxruntime cannot load the model file ${modelPath}: ${(cause as Error).message}`, { cause });

@@ -1,0 +1,126 @@
+import { describe, expect, it } from "vitest";
+import { countMask, maskToBytes } from "../../../src/image/mask.js";
+import { findPalm, labelComponents, palmCropBox, renderFullMask, selectLine } from "../../../src/inference/postprocess.js";
+
+const S = 64;
+
+/** An S x S map with value `v` on the given rectangles [x0, y0, x1, y1). */
+function map(rects: Array<[number, number, number, number, number?]>, size = S): Float32Array {
+  const m = new Float32Array(size * size);
+  for (const [x0, y0, x1, y1, v = 0.9] of rects) for (let y = y0; y < y1; y++) for (let x = x0; x < x1; x++) m[y * size + x] = v;
+  return m;
+}
+
+describe("labelComponents()", () => {
+  it("joins diagonal neighbours (8-connectivity) and counts sizes", () => {
+    const m = map([
+      [0, 0, 1, 1],
+      [1, 1, 2, 2],
+      [10, 10, 13, 12],
+    ]);
+    const c = labelComponents(m, S, S, 0.5);
+    expect(c.count).toBe(2);
+    expect(Array.from(c.sizes).slice(1).sort()).toEqual([2, 6]);
+  });
+});
+
+describe("findPalm()", () => {
+  it("maps the largest component's box from the letterbox to image pixels", () => {
+    // Image 1280 x 640 letterboxed into 64: 20 px per model pixel, box y offset -320.
+    const prob = map([
+      [10, 20, 30, 40],
+      [50, 20, 52, 22],
+    ]);
+    const palm = findPalm(prob, S, 0.5, { x: 0, y: -320, side: 1280 }, { width: 1280, height: 640 }, 10);
+    expect(palm).toEqual({ x0: 200, y0: 80, x1: 600, y1: 480, pixels: 400 });
+  });
+
+  it("finds no palm when the largest component is tiny", () => {
+    const prob = map([[10, 10, 13, 13]]);
+    expect(findPalm(prob, S, 0.5, { x: 0, y: 0, side: 640 }, { width: 640, height: 640 }, 10)).toBeUndefined();
+    expect(findPalm(new Float32Array(S * S), S, 0.5, { x: 0, y: 0, side: 640 }, { width: 640, height: 640 })).toBeUndefined();
+  });
+});
+
+describe("palmCropBox()", () => {
+  it("adds the margin on each side and makes the box square around the same centre", () => {
+    expect(palmCropBox({ x0: 100, y0: 200, x1: 300, y1: 300, pixels: 1 }, 0.25)).toEqual({ x: 50, y: 100, side: 300 });
+  });
+});
+
+describe("selectLine()", () => {
+  const opts = { threshold: 0.5, minPixels: 20, minConfidence: 0.6 };
+
+  it("keeps the strongest component inside the palm and drops one far outside it", () => {
+    const palm = map([[8, 8, 56, 56]]);
+    const prob = map([
+      [10, 30, 50, 32], // inside the palm: 80 px
+      [0, 0, 60, 3], // bigger, but far outside the palm
+    ]);
+    const sel = selectLine(prob, S, { ...opts, palmProb: palm, palmThreshold: 0.5 });
+    expect(sel.detected).toBe(true);
+    expect(sel.pixels).toBe(80);
+    expect(sel.kept[31 * S + 20]).toBe(1);
+    expect(sel.kept[1 * S + 20]).toBe(0);
+  });
+
+  it("keeps a sizeable piece broken off the same crease, drops a speck", () => {
+    const prob = map([
+      [5, 30, 30, 32], // 50 px
+      [32, 30, 50, 32], // 36 px, 2 px gap (the gap allowed is 6% of S)
+      [20, 50, 22, 51], // speck
+    ]);
+    const sel = selectLine(prob, S, opts);
+    expect(sel.pixels).toBe(86);
+    expect(sel.kept[50 * S + 20]).toBe(0);
+  });
+
+  it("detects nothing below min_pixels or min_confidence", () => {
+    expect(selectLine(map([[10, 10, 15, 13]]), S, opts).detected).toBe(false); // 15 px < 20
+    const faint = selectLine(map([[10, 10, 40, 12, 0.55]]), S, opts); // mean 0.55 < 0.6
+    expect(faint.detected).toBe(false);
+    expect(faint.pixels).toBe(0);
+    expect(faint.kept.every((v) => v === 0)).toBe(true);
+  });
+});
+
+describe("renderFullMask()", () => {
+  it("upsamples the kept line into the crop's footprint in the image, thresholded", () => {
+    // Crop box at (1000, 500), 128 px square, rendered at 64: 2 image px per model px.
+    const prob = map([[10, 20, 40, 23]]); // model rows 20..22, cols 10..39
+    const kept = new Uint8Array(S * S);
+    for (let i = 0; i < kept.length; i++) kept[i] = prob[i] > 0.5 ? 1 : 0;
+    const m = renderFullMask(prob, kept, S, 0.5, { x: 1000, y: 500, side: 128 }, 2000, 1500);
+    const rows = new Set<number>();
+    const cols = new Set<number>();
+    const bytes = maskToBytes(m, 1);
+    for (let y = 0; y < 1500; y++) for (let x = 0; x < 2000; x++) if (bytes[y * 2000 + x]) (rows.add(y), cols.add(x));
+    expect(Math.min(...rows)).toBeGreaterThanOrEqual(500 + 2 * 20 - 1);
+    expect(Math.max(...rows)).toBeLessThanOrEqual(500 + 2 * 23);
+    expect(Math.min(...cols)).toBeGreaterThanOrEqual(1000 + 2 * 10 - 1);
+    expect(Math.max(...cols)).toBeLessThanOrEqual(1000 + 2 * 40);
+    expect(m.pixels).toBe(countMask(m));
+    expect(m.pixels).toBeGreaterThan(0.7 * 30 * 3 * 4);
+    expect(m.probSum / m.pixels).toBeGreaterThan(0.5);
+    expect(m.probSum / m.pixels).toBeLessThanOrEqual(0.9);
+  });
+
+  it("clips a crop that extends beyond the image", () => {
+    const prob = map([[0, 0, 64, 64]]);
+    const kept = new Uint8Array(S * S).fill(1);
+    const m = renderFullMask(prob, kept, S, 0.5, { x: -64, y: -64, side: 256 }, 100, 80);
+    expect([m.width, m.height]).toEqual([100, 80]);
+    expect(m.x0).toBeGreaterThanOrEqual(0);
+    expect(m.y0).toBeGreaterThanOrEqual(0);
+    expect(m.x1).toBeLessThanOrEqual(100);
+    expect(m.y1).toBeLessThanOrEqual(80);
+    expect(m.pixels).toBe(countMask(m));
+    expect(m.pixels).toBe(100 * 80);
+  });
+
+  it("returns an empty mask when nothing is kept", () => {
+    const m = renderFullMask(map([[0, 0, 10, 10]]), new Uint8Array(S * S), S, 0.5, { x: 0, y: 0, side: 64 }, 64, 64);
+    expect(m.pixels).toBe(0);
+    expect(m.data.length).toBe(0);
+  });
+});
