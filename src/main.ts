@@ -40,6 +40,10 @@ async function main(): Promise<void> {
     try {
       await server.shutdown();
       await store.close();
+      // Work abandoned by timeouts or cancels may still run in a worker; terminating a worker
+      // inside a native inference call aborts the process, so let it finish first (bounded).
+      const idleBy = Date.now() + 10_000;
+      while (analyzer.stats().running > 0 && Date.now() < idleBy) await new Promise((r) => setTimeout(r, 20));
       await analyzer.close();
       logger.info("bye");
       logger.flush?.();

@@ -44,7 +44,8 @@ export function createMemoryStore(): Store {
       return c.used;
     },
     async usage(clientId: string, period: QuotaPeriod): Promise<number> {
-      return counters.get(counterKey(clientId, period))?.used ?? 0;
+      const c = counters.get(counterKey(clientId, period));
+      return c && c.expiresAt > Date.now() / 1000 ? c.used : 0;
     },
     async createKey(clientId: string, keyHash: string, plan?: string): Promise<KeyRecord> {
       if (plan !== undefined) await this.setPlan(clientId, plan);

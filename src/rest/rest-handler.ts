@@ -170,6 +170,29 @@ function forwardedHeaders(...sources: Headers[]): Headers {
   return out;
 }
 
+/** LINGER: after refusing an unread body, keep discarding for at most 1 s or 1 MiB, then reset. */
+const LINGER_MS = 1000;
+const LINGER_BYTES = 1024 * 1024;
+
+/**
+ * lingerOnClose replaces the immediate close Node does after a `Connection: close` response by a
+ * bounded "lingering close" (as nginx does): the client still uploading gets to read the response
+ * instead of a connection reset that would discard it (test/integration/rest.spec.ts, 413 cases).
+ */
+function lingerOnClose(socket: import("node:net").Socket): void {
+  socket.destroySoon = function lingeringDestroySoon(this: import("node:net").Socket) {
+    this.end();
+    let discarded = 0;
+    const timer = setTimeout(() => this.destroy(), LINGER_MS);
+    timer.unref();
+    this.on("data", (chunk: Buffer) => {
+      discarded += chunk.byteLength;
+      if (discarded > LINGER_BYTES) this.destroy();
+    });
+    this.once("close", () => clearTimeout(timer));
+  };
+}
+
 function send(req: NodeRequest, res: NodeResponse, status: number, headers: Headers, body: unknown): void {
   if (res.headersSent || res.destroyed) return;
   const payload = Buffer.from(JSON.stringify(body));
@@ -178,7 +201,10 @@ function send(req: NodeRequest, res: NodeResponse, status: number, headers: Head
   // A body we did not read to the end (401 before the body, 413, ...) is not drained: HTTP/1.1
   // closes the connection, HTTP/2 resets the stream with NO_ERROR after the response (RFC 9113 8.1).
   const unread = !req.complete;
-  if (unread && req.httpVersionMajor === 1) h.connection = "close";
+  if (unread && req.httpVersionMajor === 1) {
+    h.connection = "close";
+    lingerOnClose(req.socket);
+  }
   res.writeHead(status, h);
   res.end(payload);
   if (unread && "stream" in req) {

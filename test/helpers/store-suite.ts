@@ -1,0 +1,111 @@
+/**
+ * One behavioural suite for every {@link Store} implementation: run by
+ * test/unit/auth/memory-store.spec.ts and test/integration/redis-store.spec.ts.
+ */
+import { describe, expect, it } from "vitest";
+import { hashApiKey, generateApiKey } from "../../src/auth/api-key.js";
+import { quotaPeriodOf } from "../../src/auth/quota-period.js";
+import type { Store } from "../../src/auth/store.js";
+
+/** describeStore defines the suite; `open` returns a fresh, empty store for each test. */
+export function describeStore(name: string, open: () => Promise<Store>): void {
+  // Periods around now: a counter of a long-past month has expired (and is swept) by design.
+  const period = quotaPeriodOf();
+  const nextPeriod = quotaPeriodOf(new Date(period.resetsAt * 1000));
+
+  describe(name, () => {
+    it("resolves nothing for an unknown key hash", async () => {
+      const store = await open();
+      expect(await store.findKey(hashApiKey(generateApiKey()))).toBeUndefined();
+    });
+
+    it("creates a new client on plan free when no plan is given", async () => {
+      const store = await open();
+      const hash = hashApiKey(generateApiKey());
+      const rec = await store.createKey("acme", hash);
+      expect(rec).toMatchObject({ hash, clientId: "acme" });
+      expect(await store.findKey(hash)).toEqual({ clientId: "acme", plan: "free" });
+    });
+
+    it("keeps the client's plan for a second key and changes it with setPlan", async () => {
+      const store = await open();
+      const a = hashApiKey(generateApiKey());
+      const b = hashApiKey(generateApiKey());
+      await store.createKey("acme", a, "starter");
+      await store.createKey("acme", b);
+      expect(await store.findKey(b)).toEqual({ clientId: "acme", plan: "starter" });
+      await store.setPlan("acme", "pro");
+      expect(await store.findKey(a)).toEqual({ clientId: "acme", plan: "pro" });
+      expect((await store.getClient("acme"))?.plan).toBe("pro");
+      expect(await store.getClient("nobody")).toBeUndefined();
+    });
+
+    it("stops resolving a revoked key and lists it as revoked", async () => {
+      const store = await open();
+      const a = hashApiKey(generateApiKey());
+      const b = hashApiKey(generateApiKey());
+      await store.createKey("acme", a, "free");
+      await store.createKey("acme", b, "free");
+      expect(await store.revokeKey(a)).toBe(true);
+      expect(await store.findKey(a)).toBeUndefined();
+      expect(await store.findKey(b)).toBeDefined();
+      const list = await store.listKeys("acme");
+      expect(list.map((k) => k.hash).sort()).toEqual([a, b].sort());
+      expect(list.find((k) => k.hash === a)?.revokedAt).toBeTypeOf("number");
+      expect(list.find((k) => k.hash === b)?.revokedAt).toBeUndefined();
+    });
+
+    it("answers false when revoking an unknown hash", async () => {
+      const store = await open();
+      expect(await store.revokeKey(hashApiKey(generateApiKey()))).toBe(false);
+    });
+
+    it("finds key hashes by prefix", async () => {
+      const store = await open();
+      const a = hashApiKey(generateApiKey());
+      await store.createKey("acme", a, "free");
+      expect(await store.findKeyHashes(a.slice(0, 10))).toEqual([a]);
+    });
+
+    it("grants reservations up to the limit, then refuses without counting", async () => {
+      const store = await open();
+      expect(await store.reserve("acme", period, 2)).toEqual({ granted: true, used: 1 });
+      expect(await store.reserve("acme", period, 2)).toEqual({ granted: true, used: 2 });
+      expect(await store.reserve("acme", period, 2)).toEqual({ granted: false, used: 2 });
+      expect(await store.usage("acme", period)).toBe(2);
+    });
+
+    it("refunds one unit and never goes below zero", async () => {
+      const store = await open();
+      await store.reserve("acme", period, 5);
+      expect(await store.refund("acme", period)).toBe(0);
+      expect(await store.refund("acme", period)).toBe(0);
+      expect(await store.usage("acme", period)).toBe(0);
+    });
+
+    it("forgets a counter once its month plus the grace week is over", async () => {
+      const store = await open();
+      const longAgo = quotaPeriodOf(new Date("2020-03-15T12:00:00Z"));
+      expect(await store.reserve("acme", longAgo, 5)).toEqual({ granted: true, used: 1 });
+      expect(await store.usage("acme", longAgo)).toBe(0);
+    });
+
+    it("counts each month and each client separately", async () => {
+      const store = await open();
+      await store.reserve("acme", period, 5);
+      await store.reserve("acme", nextPeriod, 5);
+      await store.reserve("acme", nextPeriod, 5);
+      await store.reserve("other", period, 5);
+      expect(await store.usage("acme", period)).toBe(1);
+      expect(await store.usage("acme", nextPeriod)).toBe(2);
+      expect(await store.usage("other", period)).toBe(1);
+    });
+
+    it("grants exactly the limit to 40 concurrent reservations against a limit of 15", async () => {
+      const store = await open();
+      const results = await Promise.all(Array.from({ length: 40 }, () => store.reserve("acme", period, 15)));
+      expect(results.filter((r) => r.granted)).toHaveLength(15);
+      expect(await store.usage("acme", period)).toBe(15);
+    });
+  });
+}
