@@ -35,11 +35,11 @@ evaluate() {
 }
 smoke() {
   D=training/data/smoke RUN=training/runs/smoke MODEL=training/runs/smoke/palm-lines.onnx CALIB=training/runs/smoke/calibration.json
-  for s in "train 64 1 " "val_crop 16 3 1" "val_neg 16 6 2" "test_crop 16 2 1" "test_scene 16 4 0" "test_neg 16 5 2"; do
+  for s in "train 32 1 " "val_crop 8 3 1" "val_neg 8 6 2" "test_crop 8 2 1" "test_scene 8 4 0" "test_neg 8 5 2"; do
     set -- $s
-    $PY -m training.generate --out "$D/$1" --n "$2" --seed "$3" --shard 32 ${4:+--kind $4}
+    $PY -m training.generate --out "$D/$1" --n "$2" --seed "$3" --shard 16 ${4:+--kind $4}
   done
-  $PY -m training.train --data "$D/train" --out "$RUN" --steps 8 --batch 4 --crop 128 --crop-frac 0.5 --export "$MODEL" --calib "$CALIB"
+  $PY -m training.train --data "$D/train" --out "$RUN" --steps 4 --batch 2 --crop 128 --crop-frac 0.5 --export "$MODEL" --calib "$CALIB"
   METRICS=$RUN/metrics.json evaluate
 }
 

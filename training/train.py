@@ -82,6 +82,9 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--time-limit", type=float, default=None, help="stop (and export) after this many seconds")
+    ap.add_argument("--time-budget", type=float, default=None,
+                    help="schedule LR decay and the patch phase on wall time instead of steps and stop when "
+                         "it is spent (for a shared CPU; the step count reached is logged, not bit-reproducible)")
     a = ap.parse_args()
 
     torch.set_num_threads(a.threads)
@@ -111,35 +114,44 @@ def main():
     last_ck = t0
     hist = []
     net.train()
-    step = start
-    for step in range(start, a.steps):
-        crop = a.crop if step < a.crop_frac * a.steps else None
+    done = start
+    total = a.steps if not a.time_budget else 10 ** 9
+    for step in range(start, total):
+        prog = step / a.steps if not a.time_budget else (time.time() - t0) / a.time_budget
+        if prog >= 1.0:
+            break
+        crop = a.crop if prog < a.crop_frac else None
         x, y = make_batch(rng, ims, ms, a.batch, crop)
         for g in opt.param_groups:
-            g["lr"] = lr_at(step, a.steps, a.lr)
+            if a.time_budget:
+                g["lr"] = a.lr * (step + 1) / 40 if step < 40 else \
+                    a.lr * (0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * min(prog, 1.0))))
+            else:
+                g["lr"] = lr_at(step, a.steps, a.lr)
         logits = net(x)
         loss, dice = loss_fn(logits, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
         hist.append(loss.item())
+        done = step + 1
         if (step + 1) % 10 == 0 or step == start:
             el = time.time() - t0
             print(json.dumps({"step": step + 1, "loss": round(float(np.mean(hist[-10:])), 4),
                               "dice_loss": [round(float(d), 3) for d in dice], "lr": round(opt.param_groups[0]["lr"], 5),
                               "s_per_step": round(el / (step + 1 - start), 2), "elapsed_s": round(el)}), flush=True)
         if time.time() - last_ck > a.ckpt_min * 60:
-            save(step + 1)
+            save(done)
             last_ck = time.time()
-            print(f"checkpoint at step {step+1}", flush=True)
+            print(f"checkpoint at step {done}", flush=True)
         if a.time_limit and time.time() - t0 > a.time_limit:
-            print(f"time limit reached at step {step+1}", flush=True)
+            print(f"time limit reached at step {done}", flush=True)
             break
     net.eval()
-    save(step + 1)
-    save(step + 1, "final.pt")
+    save(done)
+    save(done, "final.pt")
     el = time.time() - t0
-    info = {"steps": step + 1 - start, "wall_s": round(el), "s_per_step": round(el / max(1, step + 1 - start), 3),
+    info = {"steps": done - start, "wall_s": round(el), "s_per_step": round(el / max(1, done - start), 3),
             "params": count_params(net), "batch": a.batch}
     with open(os.path.join(a.out, "train_info.json"), "w") as f:
         json.dump(info, f)
