@@ -1,0 +1,187 @@
+/**
+ * The same Analyze over binary gRPC (@grpc/grpc-js), gRPC (connect-node), gRPC-Web, Connect and
+ * REST on one port: same answers, same metadata, same errors with their ErrorInfo details.
+ */
+import * as grpc from "@grpc/grpc-js";
+import { Code, ConnectError, createClient, type Client, type Transport } from "@connectrpc/connect";
+import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { HealthCheckResponse_ServingStatus, Health } from "../../gen/grpc/health/v1/health_pb.js";
+import {
+  BadRequestSchema,
+  ErrorInfoSchema,
+  QuotaFailureSchema,
+  RetryInfoSchema,
+} from "../../gen/google/rpc/error_details_pb.js";
+import { AnalysisResultsSchema, PalmService } from "../../gen/palm/v1/palm_pb.js";
+import { equals } from "@bufbuild/protobuf";
+import { quotaPeriodOf } from "../../src/auth/quota-period.js";
+import { createRedisStore, type RedisStore } from "../../src/auth/redis-store.js";
+import { ERRORS } from "../../src/errors.js";
+import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
+import { closeWhenIdle, createTestAnalyzer } from "../helpers/analyzer.js";
+import { callUnary, createGrpcJsClient } from "../helpers/grpc.js";
+import { makeImage } from "../helpers/images.js";
+import { registerKey } from "../helpers/keys.js";
+import { startRedis, uniquePrefix, type RedisProcess } from "../helpers/redis.js";
+import { postAnalyze } from "../helpers/rest.js";
+import { startServer, type TestServer } from "../helpers/server.js";
+
+let redis: RedisProcess;
+let analyzer: EngineAnalyzer;
+let jpeg: Buffer;
+beforeAll(async () => {
+  [redis, analyzer, jpeg] = await Promise.all([startRedis(), createTestAnalyzer(), makeImage(240, 180, "jpeg")]);
+});
+afterAll(async () => {
+  await closeWhenIdle(analyzer);
+  await redis?.stop();
+});
+
+let store: RedisStore;
+let srv: TestServer;
+let key: string;
+let grpcJs: grpc.Client;
+const transports: Record<string, () => Transport> = {
+  "gRPC (connect-node)": () => createGrpcTransport({ baseUrl: srv.url }),
+  "gRPC-Web": () => createGrpcWebTransport({ baseUrl: srv.url, httpVersion: "1.1" }),
+  "Connect (HTTP/1.1, JSON)": () => createConnectTransport({ baseUrl: srv.url, httpVersion: "1.1", useBinaryFormat: false }),
+  "Connect (HTTP/2, binary)": () => createConnectTransport({ baseUrl: srv.url, httpVersion: "2", useBinaryFormat: true }),
+};
+
+beforeEach(async () => {
+  store = createRedisStore({ url: redis.url, keyPrefix: uniquePrefix() });
+  await store.ready(5000);
+  srv = await startServer({ analyzer, store, config: { planLimits: { free: 100, starter: 1000, pro: 10000, tiny: 1 } } });
+  key = await registerKey(store, "acme", "starter");
+  grpcJs = createGrpcJsClient(srv.port);
+});
+afterEach(async () => {
+  grpcJs.close();
+  await srv.close();
+  await store.close();
+});
+
+const usedNow = () => store.usage("acme", quotaPeriodOf());
+
+describe("PalmService/Analyze across protocols", () => {
+  it("gives the same answer and metadata over grpc-js, connect-node gRPC, gRPC-Web, Connect and REST", async () => {
+    const reset = String(quotaPeriodOf().resetsAt);
+
+    const viaGrpcJs = await callUnary(grpcJs, PalmService.method.analyze, { image: jpeg }, { "x-api-key": key });
+    expect(viaGrpcJs.error).toBeUndefined();
+    const first = viaGrpcJs.message!;
+    expect(first.id).toMatch(/^palm_[0-9A-HJKMNP-TV-Z]{26}$/);
+    expect(viaGrpcJs.header.get("x-request-id")).toEqual([first.id]);
+    expect(viaGrpcJs.header.get("x-monthly-quota-limit")).toEqual(["1000"]);
+    expect(viaGrpcJs.header.get("x-monthly-quota-remaining")).toEqual(["999"]);
+    expect(viaGrpcJs.header.get("x-monthly-quota-reset")).toEqual([reset]);
+    expect(first.object).toBe("palm.analysis");
+    expect(first.model).toBe(analyzer.model);
+    expect(first.usage).toMatchObject({ requestsUsed: 1n, requestsLimit: 1000n, plan: "starter", resetsAt: BigInt(reset) });
+
+    let n = 1;
+    for (const [name, make] of Object.entries(transports)) {
+      n++;
+      const client = createClient(PalmService, make());
+      let header: Headers | undefined;
+      const res = await client.analyze({ image: jpeg }, { headers: { "x-api-key": key }, onHeader: (h) => (header = h) });
+      expect(equals(AnalysisResultsSchema, res.results!, first.results!), name).toBe(true);
+      expect(res.model, name).toBe(first.model);
+      expect(res.usage?.requestsUsed, name).toBe(BigInt(n));
+      expect(res.id, name).not.toBe(first.id);
+      expect(header?.get("x-request-id"), name).toBe(res.id);
+      expect(header?.get("x-monthly-quota-limit"), name).toBe("1000");
+      expect(header?.get("x-monthly-quota-remaining"), name).toBe(String(1000 - n));
+      expect(header?.get("x-monthly-quota-reset"), name).toBe(reset);
+    }
+
+    const rest = await postAnalyze(srv.url, { image: jpeg.toString("base64") }, { "x-api-key": key });
+    expect(rest.res.status).toBe(200);
+    expect(rest.json.results.overlay).toBe(Buffer.from(first.results!.overlay).toString("base64"));
+    expect(rest.json.results.masks.life).toBe(Buffer.from(first.results!.masks!.life).toString("base64"));
+    expect(rest.json.results.stats.heart).toEqual({
+      pixels: Number(first.results!.stats!.heart!.pixels),
+      confidence: first.results!.stats!.heart!.confidence,
+      coverage: first.results!.stats!.heart!.coverage,
+      detected: first.results!.stats!.heart!.detected,
+    });
+    expect(rest.json.usage.requests_used).toBe(n + 1);
+    expect(await usedNow()).toBe(n + 1);
+  });
+
+  it("answers grpc.health.v1.Health/Check with SERVING and PalmService/Health with ok, without a key", async () => {
+    const check = await callUnary(grpcJs, Health.method.check, {});
+    expect(check.message?.status).toBe(HealthCheckResponse_ServingStatus.SERVING);
+    const health = await callUnary(grpcJs, PalmService.method.health, {});
+    expect(health.message?.status).toBe("ok");
+  });
+
+  it("answers an unknown method with UNIMPLEMENTED", async () => {
+    const r = await new Promise<grpc.ServiceError | null>((resolve) =>
+      grpcJs.makeUnaryRequest("/palm.v1.PalmService/Nope", (x: Buffer) => x, (x: Buffer) => x, Buffer.alloc(0), (e) => resolve(e)),
+    );
+    expect(r?.code).toBe(grpc.status.UNIMPLEMENTED);
+  });
+});
+
+describe("PalmService/Analyze errors over gRPC and Connect", () => {
+  it("rejects a call without a key with UNAUTHENTICATED and ErrorInfo missing_api_key", async () => {
+    const r = await callUnary(grpcJs, PalmService.method.analyze, { image: jpeg });
+    expect(r.error?.code).toBe(grpc.status.UNAUTHENTICATED);
+    expect(r.error?.details).toBe(ERRORS.missing_api_key.message);
+    expect(r.connectError?.findDetails(ErrorInfoSchema)).toMatchObject([{ reason: "missing_api_key", domain: "palm.v1" }]);
+    expect(r.trailer.get("x-monthly-quota-remaining")).toEqual([]);
+    expect(r.trailer.get("x-request-id")[0]).toMatch(/^palm_/);
+  });
+
+  it("rejects a bad image with INVALID_ARGUMENT, ErrorInfo and BadRequest, quota headers and no charge", async () => {
+    const r = await callUnary(grpcJs, PalmService.method.analyze, { image: jpeg.subarray(0, 300) }, { "x-api-key": key });
+    expect(r.error?.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(r.connectError?.findDetails(ErrorInfoSchema)).toMatchObject([{ reason: "invalid_image", domain: "palm.v1" }]);
+    expect(r.connectError?.findDetails(BadRequestSchema)[0]?.fieldViolations[0]?.field).toBe("image");
+    expect(r.trailer.get("x-monthly-quota-remaining")).toEqual(["1000"]);
+    expect(await usedNow()).toBe(0);
+  });
+
+  it("rejects an empty image with INVALID_ARGUMENT missing_image", async () => {
+    const client = createClient(PalmService, transports["Connect (HTTP/1.1, JSON)"]());
+    const err = await client.analyze({}, { headers: { "x-api-key": key } }).catch((e) => ConnectError.from(e));
+    expect(err).toBeInstanceOf(ConnectError);
+    expect((err as ConnectError).code).toBe(Code.InvalidArgument);
+    expect((err as ConnectError).rawMessage).toBe(ERRORS.missing_image.message);
+    expect((err as ConnectError).findDetails(ErrorInfoSchema)[0]?.reason).toBe("missing_image");
+  });
+
+  it("rejects an image over 5 MiB with RESOURCE_EXHAUSTED image_too_large", async () => {
+    const big = Buffer.alloc(5 * 1024 * 1024 + 1, 0x41);
+    const r = await callUnary(grpcJs, PalmService.method.analyze, { image: big }, { "x-api-key": key });
+    expect(r.error?.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+    expect(r.connectError?.findDetails(ErrorInfoSchema)[0]?.reason).toBe("image_too_large");
+    expect(await usedNow()).toBe(0);
+  });
+
+  it("rejects the call past the plan's limit with RESOURCE_EXHAUSTED, QuotaFailure, RetryInfo and retry-after", async () => {
+    const tinyKey = await registerKey(store, "tiny-co", "tiny");
+    const ok = await callUnary(grpcJs, PalmService.method.analyze, { image: jpeg }, { "x-api-key": tinyKey });
+    expect(ok.error).toBeUndefined();
+    const r = await callUnary(grpcJs, PalmService.method.analyze, { image: jpeg }, { "x-api-key": tinyKey });
+    expect(r.error?.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+    expect(r.connectError?.findDetails(ErrorInfoSchema)[0]?.reason).toBe("quota_exceeded");
+    expect(r.connectError?.findDetails(QuotaFailureSchema)[0]?.violations[0]?.subject).toBe("client:tiny-co");
+    const retry = r.connectError?.findDetails(RetryInfoSchema)[0]?.retryDelay;
+    const seconds = Number(r.trailer.get("retry-after")[0]);
+    expect(Number(retry?.seconds)).toBe(seconds);
+    expect(seconds).toBeGreaterThan(0);
+    expect(r.trailer.get("x-monthly-quota-remaining")).toEqual(["0"]);
+  });
+
+  it("answers DEADLINE_EXCEEDED (timeout) at the client's deadline and refunds the reservation", async () => {
+    const client = createClient(PalmService, createGrpcTransport({ baseUrl: srv.url }));
+    const err = await client
+      .analyze({ image: jpeg }, { headers: { "x-api-key": key }, timeoutMs: 30 })
+      .catch((e) => ConnectError.from(e));
+    expect((err as ConnectError).code).toBe(Code.DeadlineExceeded);
+    await expect.poll(usedNow, { timeout: 3000 }).toBe(0);
+  });
+});
