@@ -45,7 +45,8 @@ export function maskToBytes(mask: BoxMask, on = 255): Uint8Array {
 
 /**
  * dilateMask grows a mask by `radius` pixels with a square structuring element (two separable
- * running-window passes, cost independent of the radius), clipped to the image.
+ * passes: runs widened along rows, then a running count down columns restricted to each row's
+ * extent), clipped to the image. Cost about proportional to the dilated area.
  */
 export function dilateMask(mask: BoxMask, radius: number): BoxMask {
   const r = Math.max(0, Math.floor(radius));
@@ -57,37 +58,58 @@ export function dilateMask(mask: BoxMask, radius: number): BoxMask {
   const bw = x1 - x0;
   const bh = y1 - y0;
   const sw = mask.x1 - mask.x0;
-  // Horizontal pass: h[y][x] = any set pixel in row y within [x - r, x + r].
+  const src = mask.data;
+  // Horizontal pass: every run [a, b) of a source row becomes [a - r, b + r) in h.
   const h = new Uint8Array(bw * bh);
+  const lo = new Int32Array(bh).fill(bw); // extent of each h row, [lo, hi)
+  const hi = new Int32Array(bh);
+  const shift = mask.x0 - x0; // source column c is box column c + shift
   for (let sy = mask.y0; sy < mask.y1; sy++) {
-    const src = (sy - mask.y0) * sw - mask.x0; // src + c is image column c
-    const dst = (sy - y0) * bw - x0; // dst + X is image column X
-    const val = (c: number): number => (c >= mask.x0 && c < mask.x1 ? mask.data[src + c] : 0);
-    let count = 0;
-    for (let c = x0 - 1 - r; c <= x0 - 1 + r; c++) count += val(c);
-    for (let X = x0; X < x1; X++) {
-      count += val(X + r) - val(X - r - 1);
-      if (count > 0) h[dst + X] = 1;
+    const y = sy - y0;
+    const base = (sy - mask.y0) * sw;
+    let c = 0;
+    while (c < sw) {
+      while (c < sw && src[base + c] === 0) c++;
+      if (c >= sw) break;
+      const a = c;
+      while (c < sw && src[base + c] !== 0) c++;
+      const start = Math.max(0, a + shift - r);
+      const end = Math.min(bw, c + shift + r);
+      h.fill(1, y * bw + start, y * bw + end);
+      if (start < lo[y]) lo[y] = start;
+      if (end > hi[y]) hi[y] = end;
     }
   }
-  // Vertical pass over columns with a running count of set rows in the window.
+  // Vertical pass: out[y][x] = any h[y'][x] for |y' - y| <= r, with a running count per
+  // column, touching only the columns that rows entering or leaving the window cover.
   const out = new Uint8Array(bw * bh);
   const count = new Int32Array(bw);
-  for (let y = -r; y < bh + r; y++) {
+  let active = 0; // rows with a non-empty extent inside the window
+  let wlo = bw;
+  let whi = 0;
+  for (let y = -r; y < bh; y++) {
     const add = y + r;
-    if (add < bh) {
-      const base = add * bw;
-      for (let x = 0; x < bw; x++) count[x] += h[base + x];
+    if (add < bh && lo[add] < hi[add]) {
+      const b = add * bw;
+      for (let x = lo[add]; x < hi[add]; x++) count[x] += h[b + x];
+      active++;
+      if (lo[add] < wlo) wlo = lo[add];
+      if (hi[add] > whi) whi = hi[add];
     }
     const rem = y - r - 1;
-    if (rem >= 0 && rem < bh) {
-      const base = rem * bw;
-      for (let x = 0; x < bw; x++) count[x] -= h[base + x];
+    if (rem >= 0 && lo[rem] < hi[rem]) {
+      const b = rem * bw;
+      for (let x = lo[rem]; x < hi[rem]; x++) count[x] -= h[b + x];
+      active--;
     }
-    if (y >= 0 && y < bh) {
-      const base = y * bw;
-      for (let x = 0; x < bw; x++) if (count[x] > 0) out[base + x] = 1;
+    if (y < 0) continue;
+    if (active === 0) {
+      wlo = bw;
+      whi = 0;
+      continue;
     }
+    const b = y * bw;
+    for (let x = wlo; x < whi; x++) if (count[x] > 0) out[b + x] = 1;
   }
   return { width: mask.width, height: mask.height, x0, y0, x1, y1, data: out };
 }

@@ -9,7 +9,7 @@ import { emptyMask } from "../image/mask.js";
 import { preprocessCrop, preprocessLetterbox, type TensorSpec } from "../image/preprocess.js";
 import { LINE_NAMES, type AnalysisResult, type LineName, type LineStats } from "./analyzer-types.js";
 import type { ModelMetadata } from "./model-metadata.js";
-import { findPalm, palmCropBox, renderFullMask, selectLine, type FullMask } from "./postprocess.js";
+import { findPalm, palmCropBox, palmDistanceMap, renderFullMask, selectLine, type FullMask } from "./postprocess.js";
 
 /** StageTimings are milliseconds spent per pipeline stage for one image. */
 export interface StageTimings {
@@ -111,15 +111,14 @@ export async function analyzeImage(
     lap("preprocess");
     const probs2 = await model.run(crop.tensor);
     lap("inference");
-    const palmProb = channel(probs2, meta.channels.palm, S);
+    const palmDistance = palmDistanceMap(channel(probs2, meta.channels.palm, S), S, meta.thresholds.palm);
     for (const line of LINE_NAMES) {
       const prob = channel(probs2, meta.channels[line], S);
       const sel = selectLine(prob, S, {
         threshold: meta.thresholds[line],
         minPixels: meta.detection.minPixels,
         minConfidence: meta.detection.minConfidence,
-        palmProb,
-        palmThreshold: meta.thresholds.palm,
+        palmDistance,
       });
       if (!sel.detected) continue;
       masks[line] = renderFullMask(prob, sel.kept, S, meta.thresholds[line], box, width, height);

@@ -149,6 +149,25 @@ export interface SelectLineOptions {
   palmProb?: Float32Array;
   /** Palm threshold. */
   palmThreshold?: number;
+  /** Precomputed {@link palmDistanceMap} of palmProb (saves recomputing it for each line). */
+  palmDistance?: Float32Array | null;
+}
+
+/**
+ * palmDistanceMap returns, per pixel, the approximate distance in pixels to the palm mask
+ * (`palmProb > threshold`), or null when the map has no palm pixel.
+ */
+export function palmDistanceMap(palmProb: Float32Array, size: number, threshold: number): Float32Array | null {
+  const n = size * size;
+  const palm = new Uint8Array(n);
+  let any = false;
+  for (let i = 0; i < n; i++) {
+    if (palmProb[i] > threshold) {
+      palm[i] = 1;
+      any = true;
+    }
+  }
+  return any ? distanceTo(palm, size) : null;
 }
 
 /** Chamfer (3-4) distance to the set pixels of `seed`, in units of pixels (approximate). */
@@ -201,13 +220,9 @@ export function selectLine(prob: Float32Array, size: number, options: SelectLine
   const comps = labelComponents(prob, size, size, options.threshold);
   if (comps.count === 0) return none;
 
-  let nearPalm: Float32Array | undefined;
-  if (options.palmProb) {
-    const palm = new Uint8Array(n);
-    let any = false;
-    for (let i = 0; i < n; i++) if (options.palmProb[i] > (options.palmThreshold ?? 0.5)) (palm[i] = 1), (any = true);
-    if (any) nearPalm = distanceTo(palm, size);
-  }
+  let nearPalm: Float32Array | null = null;
+  if (options.palmDistance !== undefined) nearPalm = options.palmDistance;
+  else if (options.palmProb) nearPalm = palmDistanceMap(options.palmProb, size, options.palmThreshold ?? 0.5);
   const nearLimit = 0.08 * size;
 
   const mass = new Float64Array(comps.count + 1);
@@ -312,41 +327,64 @@ export function renderFullMask(
   if (X1 <= X0 || Y1 <= Y0) return empty;
   const bw = X1 - X0;
   const bh = Y1 - Y0;
-  // Per-column sampling positions.
-  const iu = new Int32Array(bw);
-  const fu = new Float32Array(bw);
-  for (let x = 0; x < bw; x++) {
-    const u = (X0 + x - box.x + 0.5) / k - 0.5;
-    const f = Math.floor(u);
-    iu[x] = f;
-    fu[x] = u - f;
+  // Zero-bordered copy of p, so that samples at -1 and `size` need no bounds checks.
+  const P = size + 2;
+  const pad = new Float32Array(P * P);
+  for (let v = Math.max(0, v0 - 1); v <= Math.min(size - 1, v1 + 1); v++) {
+    pad.set(p.subarray(v * size + Math.max(0, u0 - 1), v * size + Math.min(size, u1 + 2)), (v + 1) * P + 1 + Math.max(0, u0 - 1));
+  }
+  // A cell (u, v)..(u+1, v+1) can only yield pixels above the threshold if one of its corners
+  // is above it (bilinear interpolation never exceeds the largest corner): list the active
+  // cells per cell row, so that only the few image pixels around the line are sampled.
+  const activeCols: number[][] = [];
+  for (let v = -1; v < size; v++) {
+    const cols: number[] = [];
+    if (v >= v0 - 2 && v <= v1 + 1) {
+      const r0 = (v + 1) * P;
+      const r1 = (v + 2) * P;
+      for (let u = Math.max(-1, u0 - 2); u <= Math.min(size - 1, u1 + 1); u++) {
+        const c = u + 1;
+        if (pad[r0 + c] > threshold || pad[r0 + c + 1] > threshold || pad[r1 + c] > threshold || pad[r1 + c + 1] > threshold) cols.push(u);
+      }
+    }
+    activeCols.push(cols);
+  }
+  // Image columns [colStart[u + 1], colStart[u + 2]) sample cell column u (relative to X0).
+  const colStart = new Int32Array(size + 2);
+  for (let u = -1; u <= size; u++) {
+    // Smallest X with (X - box.x + 0.5) / k - 0.5 >= u.
+    colStart[u + 1] = Math.min(bw, Math.max(0, Math.ceil(box.x + (u + 0.5) * k - 0.5) - X0));
   }
   const data = new Uint8Array(bw * bh);
   let pixels = 0;
   let probSum = 0;
   let mx0 = bw, my0 = bh, mx1 = -1, my1 = -1;
-  const at = (uu: number, vv: number): number => (uu < 0 || vv < 0 || uu >= size || vv >= size ? 0 : p[vv * size + uu]);
   for (let y = 0; y < bh; y++) {
     const v = (Y0 + y - box.y + 0.5) / k - 0.5;
     const iv = Math.floor(v);
-    const fv = v - iv;
     if (iv < -1 || iv >= size) continue;
+    const cols = activeCols[iv + 1];
+    if (cols.length === 0) continue;
+    const fv = v - iv;
+    const r0 = (iv + 1) * P + 1;
+    const r1 = r0 + P;
     const row = y * bw;
-    for (let x = 0; x < bw; x++) {
-      const u = iu[x];
-      if (u < -1 || u >= size) continue;
-      const a = fu[x];
-      const top = at(u, iv) * (1 - a) + at(u + 1, iv) * a;
-      const bot = at(u, iv + 1) * (1 - a) + at(u + 1, iv + 1) * a;
-      const val = top * (1 - fv) + bot * fv;
-      if (val > threshold) {
-        data[row + x] = 1;
-        pixels++;
-        probSum += val;
-        if (x < mx0) mx0 = x;
-        if (x > mx1) mx1 = x;
-        if (y < my0) my0 = y;
-        if (y > my1) my1 = y;
+    for (const u of cols) {
+      const a00 = pad[r0 + u], a01 = pad[r0 + u + 1], a10 = pad[r1 + u], a11 = pad[r1 + u + 1];
+      const left = a00 + (a10 - a00) * fv;
+      const right = a01 + (a11 - a01) * fv;
+      for (let x = colStart[u + 1], xe = colStart[u + 2]; x < xe; x++) {
+        const uu = (X0 + x - box.x + 0.5) / k - 0.5;
+        const val = left + (right - left) * (uu - u);
+        if (val > threshold) {
+          data[row + x] = 1;
+          pixels++;
+          probSum += val;
+          if (x < mx0) mx0 = x;
+          if (x > mx1) mx1 = x;
+          if (y < my0) my0 = y;
+          if (y > my1) my1 = y;
+        }
       }
     }
   }

@@ -105,6 +105,52 @@ describe("renderFullMask()", () => {
     expect(m.probSum / m.pixels).toBeLessThanOrEqual(0.9);
   });
 
+  it("equals a naive bilinear upsampling of the kept line, pixel for pixel", () => {
+    // A smooth diagonal ridge plus a separate blob that is not kept.
+    const prob = new Float32Array(S * S);
+    for (let v = 0; v < S; v++) for (let u = 0; u < S; u++) prob[v * S + u] = Math.max(0, 0.95 - 0.15 * Math.abs(v - 0.6 * u - 10));
+    for (let v = 50; v < 56; v++) for (let u = 5; u < 11; u++) prob[v * S + u] = 0.9;
+    const kept = new Uint8Array(S * S);
+    // Keep the ridge (a whole component, as selectLine keeps), not the blob.
+    for (let v = 0; v < S; v++) for (let u = 0; u < S; u++) if (prob[v * S + u] > 0.5 && !(v >= 50 && v < 56 && u >= 5 && u < 11)) kept[v * S + u] = 1;
+    const box = { x: -37, y: 20, side: 333 };
+    const W = 300;
+    const H = 260;
+    const m = renderFullMask(prob, kept, S, 0.5, box, W, H);
+    // Naive reference: restricted map (kept and its 1-px rim), bilinear, zero outside.
+    const p = new Float32Array(S * S);
+    for (let v = 0; v < S; v++)
+      for (let u = 0; u < S; u++)
+        if (kept[v * S + u])
+          for (let dv = -1; dv <= 1; dv++)
+            for (let du = -1; du <= 1; du++) {
+              const vv = v + dv;
+              const uu = u + du;
+              if (vv >= 0 && vv < S && uu >= 0 && uu < S) p[vv * S + uu] = prob[vv * S + uu];
+            }
+    const at = (u: number, v: number) => (u < 0 || v < 0 || u >= S || v >= S ? 0 : p[v * S + u]);
+    const k = box.side / S;
+    const want = new Uint8Array(W * H);
+    let n = 0;
+    for (let y = 0; y < H; y++)
+      for (let x = 0; x < W; x++) {
+        const u = (x - box.x + 0.5) / k - 0.5;
+        const v = (y - box.y + 0.5) / k - 0.5;
+        const iu = Math.floor(u);
+        const iv = Math.floor(v);
+        const a = u - iu;
+        const b = v - iv;
+        const val = (at(iu, iv) * (1 - a) + at(iu + 1, iv) * a) * (1 - b) + (at(iu, iv + 1) * (1 - a) + at(iu + 1, iv + 1) * a) * b;
+        if (val > 0.5) (want[y * W + x] = 1), n++;
+      }
+    const got = maskToBytes(m, 1);
+    let differ = 0;
+    for (let i = 0; i < want.length; i++) if (got[i] !== want[i]) differ++;
+    expect(n).toBeGreaterThan(1000);
+    expect(differ).toBeLessThanOrEqual(2); // float rounding at the threshold only
+    expect(m.pixels).toBe(countMask(m));
+  });
+
   it("clips a crop that extends beyond the image", () => {
     const prob = map([[0, 0, 64, 64]]);
     const kept = new Uint8Array(S * S).fill(1);
