@@ -1,0 +1,165 @@
+/**
+ * Quota and store faults with real Redis: exhaustion, two replicas racing on one Redis, key
+ * revocation, Redis going away and coming back; plus the engine's overload and a fault.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { hashApiKey } from "../../src/auth/api-key.js";
+import { quotaPeriodOf, secondsUntilReset } from "../../src/auth/quota-period.js";
+import { createRedisStore, type RedisStore } from "../../src/auth/redis-store.js";
+import { ERRORS } from "../../src/errors.js";
+import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
+import { closeWhenIdle, createFailingAnalyzer, createTestAnalyzer } from "../helpers/analyzer.js";
+import { makeImage } from "../helpers/images.js";
+import { registerKey } from "../helpers/keys.js";
+import { startRedis, uniquePrefix, type RedisProcess } from "../helpers/redis.js";
+import { expectErrorBody, postAnalyze } from "../helpers/rest.js";
+import { startServer, type TestServer } from "../helpers/server.js";
+
+const PLANS = { free: 100, starter: 1000, pro: 10000, two: 2, five: 5 };
+let redis: RedisProcess;
+let analyzer: EngineAnalyzer;
+let body: { image: string };
+beforeAll(async () => {
+  let jpeg: Buffer;
+  [redis, analyzer, jpeg] = await Promise.all([startRedis(), createTestAnalyzer({ workers: 2 }), makeImage(128, 128, "jpeg")]);
+  body = { image: jpeg.toString("base64") };
+});
+afterAll(async () => {
+  await closeWhenIdle(analyzer);
+  await redis?.stop();
+});
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+async function setup(prefix = uniquePrefix(), config = {}): Promise<{ store: RedisStore; srv: TestServer }> {
+  const store = createRedisStore({ url: redis.url, keyPrefix: prefix });
+  cleanups.push(() => store.close());
+  await store.ready(5000);
+  const srv = await startServer({ analyzer, store, config: { planLimits: PLANS, ...config } });
+  cleanups.push(() => srv.close());
+  return { store, srv };
+}
+
+describe("createQuotaInterceptor() with Redis", () => {
+  it("rejects the call after the plan's limit with 429 quota_exceeded, Retry-After and Remaining 0", async () => {
+    const { store, srv } = await setup();
+    const key = await registerKey(store, "acme", "two");
+    for (const n of [1, 2]) {
+      const { res, json } = await postAnalyze(srv.url, body, { "x-api-key": key });
+      expect(res.status).toBe(200);
+      expect(json.usage.requests_used).toBe(n);
+      expect(res.headers.get("x-monthly-quota-remaining")).toBe(String(2 - n));
+    }
+    const { res, json } = await postAnalyze(srv.url, body, { "x-api-key": key });
+    expectErrorBody(res, json, 429, "quota_exceeded");
+    expect(json.error.message).toBe(ERRORS.quota_exceeded.message);
+    const retryAfter = Number(res.headers.get("retry-after"));
+    expect(retryAfter).toBeGreaterThan(0);
+    expect(Math.abs(retryAfter - secondsUntilReset(quotaPeriodOf()))).toBeLessThanOrEqual(2);
+    expect(res.headers.get("x-monthly-quota-remaining")).toBe("0");
+    expect(res.headers.get("x-monthly-quota-limit")).toBe("2");
+    expect(res.headers.get("x-monthly-quota-reset")).toBe(String(quotaPeriodOf().resetsAt));
+    expect(await store.usage("acme", quotaPeriodOf())).toBe(2);
+  });
+
+  it("shares one quota between the keys of a client", async () => {
+    const { store, srv } = await setup();
+    const a = await registerKey(store, "acme", "two");
+    const b = await registerKey(store, "acme", "two");
+    expect((await postAnalyze(srv.url, body, { "x-api-key": a })).res.status).toBe(200);
+    expect((await postAnalyze(srv.url, body, { "x-api-key": b })).json.usage.requests_used).toBe(2);
+    expect((await postAnalyze(srv.url, body, { "x-api-key": a })).res.status).toBe(429);
+  });
+
+  it("lets exactly the limit of 12 concurrent requests succeed across two servers sharing Redis", async () => {
+    const prefix = uniquePrefix();
+    const one = await setup(prefix);
+    const two = await setup(prefix);
+    const key = await registerKey(one.store, "acme", "five");
+    const results = await Promise.all(
+      Array.from({ length: 12 }, (_, i) => postAnalyze((i % 2 ? one : two).srv.url, body, { "x-api-key": key })),
+    );
+    const statuses = results.map((r) => r.res.status);
+    expect(statuses.filter((s) => s === 200)).toHaveLength(5);
+    expect(statuses.filter((s) => s === 429)).toHaveLength(7);
+    const used = results.filter((r) => r.res.status === 200).map((r) => r.json.usage.requests_used).sort();
+    expect(used).toEqual([1, 2, 3, 4, 5]);
+    expect(await one.store.usage("acme", quotaPeriodOf())).toBe(5);
+  });
+
+  it("rejects a key with 401 invalid_api_key right after it is revoked", async () => {
+    const { store, srv } = await setup();
+    const key = await registerKey(store, "acme", "five");
+    expect((await postAnalyze(srv.url, body, { "x-api-key": key })).res.status).toBe(200);
+    await store.revokeKey(hashApiKey(key));
+    const { res, json } = await postAnalyze(srv.url, body, { "x-api-key": key });
+    expectErrorBody(res, json, 401, "invalid_api_key");
+    expect(await store.usage("acme", quotaPeriodOf())).toBe(1);
+  });
+
+  it("fails closed with 503 store_unavailable while Redis is down and recovers by itself", async () => {
+    const { store, srv } = await setup();
+    const key = await registerKey(store, "acme", "five");
+    expect((await postAnalyze(srv.url, body, { "x-api-key": key })).res.status).toBe(200);
+    await redis.stop();
+    try {
+      const { res, json } = await postAnalyze(srv.url, body, { "x-api-key": key });
+      expectErrorBody(res, json, 503, "store_unavailable");
+      expect(json.error.message).toBe(ERRORS.store_unavailable.message);
+      // Health needs no store.
+      expect((await fetch(`${srv.url}/v1/palm/health`)).status).toBe(200);
+    } finally {
+      await redis.start(); // no persistence: the restarted Redis is empty
+    }
+    const again = await registerKey(store, "acme", "five").catch(async () => {
+      await store.ready(5000);
+      return registerKey(store, "acme", "five");
+    });
+    await expect
+      .poll(async () => (await postAnalyze(srv.url, body, { "x-api-key": again })).res.status, { timeout: 10_000, interval: 200 })
+      .toBe(200);
+  });
+});
+
+describe("engine faults through the service", () => {
+  it("answers 503 overloaded with Retry-After when the replica's queue is full, charging only the 200s", async () => {
+    const small = await createTestAnalyzer({ workers: 1, maxQueue: 0 });
+    cleanups.push(() => closeWhenIdle(small));
+    const store = createRedisStore({ url: redis.url, keyPrefix: uniquePrefix() });
+    cleanups.push(() => store.close());
+    await store.ready(5000);
+    const srv = await startServer({ analyzer: small, store, config: { planLimits: PLANS } });
+    cleanups.push(() => srv.close());
+    const key = await registerKey(store, "acme", "free");
+    const results = await Promise.all(Array.from({ length: 4 }, () => postAnalyze(srv.url, body, { "x-api-key": key })));
+    const ok = results.filter((r) => r.res.status === 200);
+    const overloaded = results.filter((r) => r.res.status === 503);
+    expect(ok.length).toBeGreaterThanOrEqual(1);
+    expect(overloaded.length).toBeGreaterThanOrEqual(1);
+    for (const r of overloaded) {
+      expectErrorBody(r.res, r.json, 503, "overloaded");
+      expect(Number(r.res.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+      expect(r.res.headers.get("x-monthly-quota-limit")).toBe("100");
+    }
+    expect(await store.usage("acme", quotaPeriodOf())).toBe(ok.length);
+  });
+
+  it("answers 500 internal_error with a generic message and no internals, refunding the quota", async () => {
+    const failing = createFailingAnalyzer(analyzer.model, new Error("onnx session exploded at /srv/secret/path.onnx"));
+    const store = createRedisStore({ url: redis.url, keyPrefix: uniquePrefix() });
+    cleanups.push(() => store.close());
+    await store.ready(5000);
+    const srv = await startServer({ analyzer: failing, store, config: { planLimits: PLANS } });
+    cleanups.push(() => srv.close());
+    const key = await registerKey(store, "acme", "free");
+    const { res, json } = await postAnalyze(srv.url, body, { "x-api-key": key });
+    expectErrorBody(res, json, 500, "internal_error");
+    expect(json.error.message).toBe(ERRORS.internal_error.message);
+    expect(JSON.stringify(json)).not.toMatch(/onnx|secret|exploded|at /);
+    expect(res.headers.get("x-monthly-quota-remaining")).toBe("100");
+    expect(await store.usage("acme", quotaPeriodOf())).toBe(0);
+  });
+});
