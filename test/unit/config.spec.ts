@@ -1,0 +1,68 @@
+import { describe, expect, it } from "vitest";
+import { ConfigError, DEFAULT_PLAN_LIMITS, loadConfig } from "../../src/config.js";
+
+describe("loadConfig()", () => {
+  it("returns frozen defaults for an empty environment", () => {
+    const c = loadConfig({});
+    expect(c.port).toBe(8080);
+    expect(c.redisUrl).toBeUndefined();
+    expect(c.planLimits).toEqual({ free: 100, starter: 1000, pro: 10000 });
+    expect(c.planLimits).toBe(DEFAULT_PLAN_LIMITS);
+    expect(c.analyzeTimeoutMs).toBe(30_000);
+    expect(Object.isFrozen(c)).toBe(true);
+    expect(Object.isFrozen(c.planLimits)).toBe(true);
+  });
+
+  it("reads every variable", () => {
+    const c = loadConfig({
+      PORT: "9000",
+      REDIS_URL: "redis://r:6379",
+      PALM_REDIS_PREFIX: "x:",
+      PALM_PLAN_LIMITS: '{"gold":5}',
+      PALM_DEV_KEY: "palm_live_0123456789abcdef0123456789abcdef",
+      PALM_ANALYZE_TIMEOUT_MS: "5000",
+      PALM_WORKERS: "3",
+      LOG_LEVEL: "debug",
+    });
+    expect(c).toMatchObject({
+      port: 9000,
+      redisUrl: "redis://r:6379",
+      redisKeyPrefix: "x:",
+      planLimits: { gold: 5 },
+      devKey: "palm_live_0123456789abcdef0123456789abcdef",
+      analyzeTimeoutMs: 5000,
+      workers: 3,
+      logLevel: "debug",
+    });
+  });
+
+  it("names every bad variable at once with a clear message", () => {
+    let err: unknown;
+    try {
+      loadConfig({
+        PORT: "http",
+        REDIS_URL: "localhost:6379",
+        PALM_PLAN_LIMITS: '{"free":-1}',
+        PALM_DEV_KEY: "palm_live_XYZ",
+        PALM_ANALYZE_TIMEOUT_MS: "1.5",
+        LOG_LEVEL: "loud",
+      });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(ConfigError);
+    const problems = (err as ConfigError).problems;
+    expect(problems).toHaveLength(6);
+    expect(problems[0]).toBe('PORT: expected an integer from 0 to 65535, got "http"');
+    expect(problems.join("\n")).toMatch(/REDIS_URL: expected redis:\/\//);
+    expect(problems.join("\n")).toMatch(/PALM_PLAN_LIMITS: limit of plan "free" must be a non-negative integer/);
+    expect(problems.join("\n")).toMatch(/PALM_DEV_KEY: expected palm_live_ followed by 32 lowercase hex/);
+    expect(problems.join("\n")).toMatch(/PALM_ANALYZE_TIMEOUT_MS: expected an integer/);
+    expect(problems.join("\n")).toMatch(/LOG_LEVEL: expected one of/);
+  });
+
+  it("rejects PALM_PLAN_LIMITS that is not a JSON object", () => {
+    expect(() => loadConfig({ PALM_PLAN_LIMITS: "[1]" })).toThrow(/PALM_PLAN_LIMITS: expected a non-empty JSON object/);
+    expect(() => loadConfig({ PALM_PLAN_LIMITS: "{" })).toThrow(/PALM_PLAN_LIMITS: not valid JSON/);
+  });
+});
