@@ -1,0 +1,64 @@
+/**
+ * The README's examples run against a real server: the curl command (read from README.md), the
+ * @grpc/grpc-js client and the Connect client in examples/.
+ */
+import { execFile } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createMemoryStore } from "../../src/auth/memory-store.js";
+import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
+import { closeWhenIdle, createTestAnalyzer } from "../helpers/analyzer.js";
+import { registerKey } from "../helpers/keys.js";
+import { startServer, type TestServer } from "../helpers/server.js";
+
+const run = promisify(execFile);
+const root = new URL("../../", import.meta.url).pathname;
+let analyzer: EngineAnalyzer;
+let srv: TestServer;
+let key: string;
+
+beforeAll(async () => {
+  analyzer = await createTestAnalyzer();
+  const store = createMemoryStore();
+  key = await registerKey(store, "dev", "pro");
+  srv = await startServer({ analyzer, store });
+});
+afterAll(async () => {
+  await srv?.close();
+  await closeWhenIdle(analyzer);
+});
+
+function env(): NodeJS.ProcessEnv {
+  return {
+    ...process.env,
+    PALM_API_KEY: key,
+    PALM_URL: srv.url,
+    PALM_GRPC_TARGET: `127.0.0.1:${srv.port}`,
+  };
+}
+
+describe("README examples", () => {
+  it("runs the README's curl command on examples/sample-palm.jpg", async () => {
+    const readme = readFileSync(`${root}README.md`, "utf8");
+    const block = /<!-- curl-example -->\s*```sh\n([\s\S]*?)```/.exec(readme)?.[1];
+    expect(block).toBeDefined();
+    const script = block!.replaceAll("http://localhost:8080", srv.url);
+    const { stdout } = await run("bash", ["-euo", "pipefail", "-c", script], { cwd: root, env: env() });
+    const json = JSON.parse(stdout);
+    expect(json.object).toBe("palm.analysis");
+    expect(json.model).toBe(analyzer.model);
+  });
+
+  it("runs examples/grpc-js-client.ts", async () => {
+    const { stdout } = await run(process.execPath, ["--import", "tsx", "examples/grpc-js-client.ts"], { cwd: root, env: env() });
+    expect(stdout).toMatch(/^quota: \d+ of 10000 left$/m);
+    expect(stdout).toContain('"object": "palm.analysis"');
+  });
+
+  it("runs examples/connect-client.ts", async () => {
+    const { stdout } = await run(process.execPath, ["--import", "tsx", "examples/connect-client.ts"], { cwd: root, env: env() });
+    expect(stdout).toMatch(/^quota: \d+ of 10000 left$/m);
+    expect(stdout).toContain(`"model": "${analyzer.model}"`);
+  });
+});

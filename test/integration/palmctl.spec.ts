@@ -1,0 +1,62 @@
+/**
+ * `npx palmctl` (bin/palmctl.mjs) against a real Redis, with a real server using its keys.
+ */
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createRedisStore, type RedisStore } from "../../src/auth/redis-store.js";
+import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
+import { closeWhenIdle, createTestAnalyzer } from "../helpers/analyzer.js";
+import { makeImage } from "../helpers/images.js";
+import { startRedis, uniquePrefix, type RedisProcess } from "../helpers/redis.js";
+import { expectErrorBody, postAnalyze } from "../helpers/rest.js";
+import { startServer, type TestServer } from "../helpers/server.js";
+
+const run = promisify(execFile);
+const root = new URL("../../", import.meta.url).pathname;
+const prefix = uniquePrefix();
+let redis: RedisProcess;
+let analyzer: EngineAnalyzer;
+let store: RedisStore;
+let srv: TestServer;
+let image: string;
+
+beforeAll(async () => {
+  let jpeg: Buffer;
+  [redis, analyzer, jpeg] = await Promise.all([startRedis(), createTestAnalyzer(), makeImage(128, 128)]);
+  image = jpeg.toString("base64");
+  store = createRedisStore({ url: redis.url, keyPrefix: prefix });
+  await store.ready(5000);
+  srv = await startServer({ analyzer, store });
+});
+afterAll(async () => {
+  await srv?.close();
+  await store?.close();
+  await closeWhenIdle(analyzer);
+  await redis?.stop();
+});
+
+async function palmctl(...args: string[]): Promise<string[]> {
+  const { stdout } = await run(process.execPath, ["bin/palmctl.mjs", ...args], {
+    cwd: root,
+    env: { ...process.env, REDIS_URL: redis.url, PALM_REDIS_PREFIX: prefix },
+  });
+  return stdout.trimEnd().split("\n");
+}
+
+describe("palmctl", () => {
+  it("creates a key the server accepts, reports usage, and revokes it", async () => {
+    const key = (await palmctl("keys", "create", "--client", "acme", "--plan", "starter")).at(-1)!;
+    expect(key).toMatch(/^palm_live_[0-9a-f]{32}$/);
+
+    const ok = await postAnalyze(srv.url, { image }, { "x-api-key": key });
+    expect(ok.res.status).toBe(200);
+    expect(ok.json.usage).toMatchObject({ requests_used: 1, requests_limit: 1000, plan: "starter" });
+
+    expect((await palmctl("usage", "--client", "acme")).at(-1)).toMatch(/^client acme plan starter period \S+: used 1 of 1000 /);
+    await palmctl("keys", "revoke", key);
+    const revoked = await postAnalyze(srv.url, { image }, { "x-api-key": key });
+    expectErrorBody(revoked.res, revoked.json, 401, "invalid_api_key");
+    expect((await palmctl("keys", "list", "--client", "acme"))[1]).toMatch(/Z  \S+Z$/);
+  });
+});
