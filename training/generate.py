@@ -32,7 +32,9 @@ def generate(out, n, seed, workers=2, kind=None, shard=SHARD):
     t0 = time.time()
     with Pool(workers) as pool:
         for j, (im, m, k) in enumerate(pool.imap(_make, jobs)):
-            np.savez(os.path.join(out, f"shard_{j:04d}.npz"), images=im, masks=m, kinds=k)
+            tmp = os.path.join(out, f"tmp_{j:04d}.npz")
+            np.savez(tmp, images=im, masks=m, kinds=k)
+            os.replace(tmp, os.path.join(out, f"shard_{j:04d}.npz"))   # readers never see partial shards
             print(f"shard {j+1}/{len(jobs)} ({jobs[j][2]} samples, {time.time()-t0:.0f}s)", flush=True)
     return time.time() - t0
 

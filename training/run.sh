@@ -12,14 +12,14 @@ D=${DATA:-training/data}
 RUN=${RUN:-training/runs/main}
 MODEL=${MODEL:-models/palm-lines/palm-lines.onnx}
 CALIB=${CALIB:-models/palm-lines/calibration.json}
-N_TRAIN=${N_TRAIN:-8000}
+N_TRAIN=${N_TRAIN:-5000}
 STEPS=${STEPS:-1500}
 
 data() {
   $PY -m training.generate --out "$D/train" --n "$N_TRAIN" --seed 1
   $PY -m training.generate --out "$D/val_crop" --n 300 --seed 3 --kind 1
   $PY -m training.generate --out "$D/val_neg" --n 200 --seed 6 --kind 2
-  $PY -m training.generate --out "$D/test_crop" --n 600 --seed 2 --kind 1
+  $PY -m training.generate --out "$D/test_crop" --n 500 --seed 2 --kind 1
   $PY -m training.generate --out "$D/test_scene" --n 500 --seed 4 --kind 0
   $PY -m training.generate --out "$D/test_neg" --n 500 --seed 5 --kind 2
 }

@@ -19,10 +19,15 @@ from training.model import PalmUNet, count_params, loss_fn
 from training import export as exp
 
 
-def load_shards(dirs, limit=None):
+def shard_files(dirs):
     files = []
     for d in dirs.split(","):
         files += sorted(glob.glob(os.path.join(d, "shard_*.npz")))
+    return files
+
+
+def load_shards(dirs, limit=None, files=None):
+    files = shard_files(dirs) if files is None else files
     ims, ms, ks = [], [], []
     for f in files:
         z = np.load(f)
@@ -81,6 +86,8 @@ def main():
     ap.add_argument("--resume", default=None)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--reload-min", type=float, default=None,
+                    help="re-scan --data every N minutes and add shards written since (training while generating)")
     ap.add_argument("--time-limit", type=float, default=None, help="stop (and export) after this many seconds")
     ap.add_argument("--time-budget", type=float, default=None,
                     help="schedule LR decay and the patch phase on wall time instead of steps and stop when "
@@ -91,7 +98,9 @@ def main():
     torch.manual_seed(a.seed)
     rng = np.random.default_rng(a.seed)
     os.makedirs(a.out, exist_ok=True)
-    ims, ms, ks = load_shards(a.data, a.limit)
+    loaded = shard_files(a.data)
+    ims, ms, ks = load_shards(a.data, a.limit, loaded)
+    last_reload = time.time()
     print(f"data: {len(ims)} samples (scene {np.sum(ks==0)}, crop {np.sum(ks==1)}, neg {np.sum(ks==2)})", flush=True)
 
     net = PalmUNet()
@@ -140,6 +149,15 @@ def main():
             print(json.dumps({"step": step + 1, "loss": round(float(np.mean(hist[-10:])), 4),
                               "dice_loss": [round(float(d), 3) for d in dice], "lr": round(opt.param_groups[0]["lr"], 5),
                               "s_per_step": round(el / (step + 1 - start), 2), "elapsed_s": round(el)}), flush=True)
+        if a.reload_min and time.time() - last_reload > a.reload_min * 60:
+            last_reload = time.time()
+            new = [f for f in shard_files(a.data) if f not in loaded]
+            if new:
+                time.sleep(2)          # let a shard being written finish
+                i2, m2, k2 = load_shards(a.data, None, new)
+                ims, ms, ks = np.concatenate([ims, i2]), np.concatenate([ms, m2]), np.concatenate([ks, k2])
+                loaded += new
+                print(f"reloaded: {len(ims)} samples", flush=True)
         if time.time() - last_ck > a.ckpt_min * 60:
             save(done)
             last_ck = time.time()
