@@ -76,6 +76,8 @@ export async function createModelSession(options: ModelSessionOptions = {}): Pro
       // The arena keeps the peak activation memory of every session for good (+33 MB per
       // worker measured with the 5 MB U-Net) and buys no speed at batch 1.
       enableCpuMemArena: false,
+      // Several sessions share the cores: idle intra-op threads must sleep, not spin.
+      extra: { session: { intra_op: { allow_spinning: "0" } } },
     });
   } catch (cause) {
     throw new ModelLoadError(`onnxruntime cannot load the model file ${modelPath}: ${(cause as Error).message}`, { cause });
