@@ -16,6 +16,8 @@ export interface ReadBodyOptions {
   limitBytes?: number;
   /** Deadline for the whole body, ms. */
   timeoutMs: number;
+  /** Called once the declared length passed the check, just before reading (e.g. to send 100 Continue). */
+  beforeRead?: () => void;
 }
 
 /** readRequestBody collects the body; rejects with image_too_large, timeout or canceled. */
@@ -23,6 +25,7 @@ export function readRequestBody(req: IncomingMessage | Http2ServerRequest, optio
   const limit = options.limitBytes ?? MAX_BODY_BYTES;
   const declared = Number(req.headers["content-length"]);
   if (Number.isFinite(declared) && declared > limit) return Promise.reject(palmError("image_too_large"));
+  options.beforeRead?.();
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;

@@ -64,7 +64,13 @@ const isForwardedHeader = (name: string) => name.startsWith("x-") || name === "r
 const DROPPED_REQUEST_HEADERS = /^(:|host$|connection$|keep-alive$|transfer-encoding$|te$|upgrade$|content-|accept-encoding$|connect-|grpc-|x-palm-)/;
 
 /** createRestHandler returns the `fallback` handler serving the annotated REST paths. */
-export function createRestHandler(options: RestHandlerOptions): NodeHandlerFn {
+/** RestHandler is the fallback handler plus the paths it serves. */
+export type RestHandler = NodeHandlerFn & {
+  /** Whether `path` (without query) is a REST path. */
+  hasPath(path: string): boolean;
+};
+
+export function createRestHandler(options: RestHandlerOptions): RestHandler {
   const table = createRestTable(restRoutesOf(options.services));
   const bodyLimit = options.bodyLimitBytes ?? MAX_BODY_BYTES;
   const calls = new Map<string, RestCall>();
@@ -104,7 +110,7 @@ export function createRestHandler(options: RestHandlerOptions): NodeHandlerFn {
       if (!res.writableFinished) abort.abort();
     });
     const token = randomUUID();
-    calls.set(token, { requestId, readBody: route.body === "" ? undefined : () => readMessage(req, route) });
+    calls.set(token, { requestId, readBody: route.body === "" ? undefined : () => readMessage(req, res, route) });
     const header = new Headers();
     for (const [name, value] of Object.entries(req.headers)) {
       if (DROPPED_REQUEST_HEADERS.test(name) || value === undefined) continue;
@@ -123,9 +129,16 @@ export function createRestHandler(options: RestHandlerOptions): NodeHandlerFn {
     }
   }
 
-  async function readMessage(req: NodeRequest, route: RestRoute): Promise<unknown> {
+  async function readMessage(req: NodeRequest, res: NodeResponse, route: RestRoute): Promise<unknown> {
     if (!isJsonContentType(req.headers["content-type"])) throw palmError("unsupported_media_type");
-    const bytes = await readRequestBody(req, { limitBytes: bodyLimit, timeoutMs: options.bodyTimeoutMs });
+    // "Expect: 100-continue" is answered only now, after the key and quota checks passed: a
+    // refused client never uploads its body (server.ts defers the automatic 100 for REST paths).
+    const expectsContinue = /100-continue/i.test(String(req.headers.expect ?? ""));
+    const bytes = await readRequestBody(req, {
+      limitBytes: bodyLimit,
+      timeoutMs: options.bodyTimeoutMs,
+      beforeRead: () => expectsContinue && res.writeContinue(),
+    });
     let json: unknown;
     try {
       json = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
@@ -155,13 +168,14 @@ export function createRestHandler(options: RestHandlerOptions): NodeHandlerFn {
     });
   }
 
-  return (req, res) => {
+  const handler: NodeHandlerFn = (req, res) => {
     serve(req, res).catch((e) => {
       // Only a bug in this file can get here; answer 500 generically.
       options.logger.error({ err: e }, "REST handler failed");
       if (!res.headersSent) sendError(req, res, newRequestId(), palmError("internal_error", { cause: e }));
     });
   };
+  return Object.assign(handler, { hasPath: (path: string) => table.has(path) });
 }
 
 function forwardedHeaders(...sources: Headers[]): Headers {
@@ -208,6 +222,22 @@ function send(req: NodeRequest, res: NodeResponse, status: number, headers: Head
   res.writeHead(status, h);
   res.end(payload);
   if (unread && "stream" in req) {
-    res.once("finish", () => req.stream.close(http2.constants.NGHTTP2_NO_ERROR));
+    // An immediate RST_STREAM would make nghttp2 drop the response's queued DATA frames:
+    // discard the rest of the upload for a bounded time first, then reset with NO_ERROR.
+    const stream = req.stream;
+    res.once("finish", () => {
+      let discarded = 0;
+      const close = () => {
+        clearTimeout(timer);
+        if (!stream.closed) stream.close(http2.constants.NGHTTP2_NO_ERROR);
+      };
+      const timer = setTimeout(close, LINGER_MS);
+      timer.unref();
+      req.on("data", (chunk: Buffer) => {
+        discarded += chunk.byteLength;
+        if (discarded > 8 * LINGER_BYTES) close();
+      });
+      req.resume();
+    });
   }
 }

@@ -106,6 +106,14 @@ export function createPalmServer(options: PalmServerOptions): PalmServer {
   // h1 never listens itself (the TCP front does); 'listening' starts its timeout checks.
   h1.emit("listening");
   const h2 = http2.createServer({ settings: { maxConcurrentStreams: 256 } }, handle);
+  // "Expect: 100-continue": REST answers it after the key check (rest-handler.ts); everything
+  // else gets the 100 at once, as Node would do by itself.
+  const checkContinue: NodeHandlerFn = (req, res) => {
+    if (!rest.hasPath((req.url ?? "/").split("?", 1)[0])) res.writeContinue();
+    handle(req, res);
+  };
+  h1.on("checkContinue", checkContinue);
+  h2.on("checkContinue", checkContinue);
   h2.setTimeout(config.idleTimeoutMs);
   const sessions = new Set<ServerHttp2Session>();
   h2.on("session", (s: ServerHttp2Session) => {

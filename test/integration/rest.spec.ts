@@ -2,6 +2,8 @@
  * The REST surface against SPEC.md sections 2, 3 and 6: a real server, a real Redis, the real
  * engine and model. Every error case also checks that the client's quota is untouched.
  */
+import http from "node:http";
+import http2 from "node:http2";
 import sharp from "sharp";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { quotaPeriodOf } from "../../src/auth/quota-period.js";
@@ -307,6 +309,63 @@ describe("POST /v1/palm/analyze errors (SPEC.md section 6), each leaving the quo
     const { res, json } = await postAnalyze(srv.url, { image: b64(jpeg) }, { "x-api-key": key });
     expectErrorBody(res, json, 504, "timeout");
     await expectQuotaUntouched(res);
+  });
+});
+
+describe("REST transport details", () => {
+  it("sends 100 Continue only after the key check, so a refused client never uploads its body", async () => {
+    const attempt = (apiKey: string) =>
+      new Promise<{ status: number; continued: boolean }>((resolve, reject) => {
+        let continued = false;
+        const body = JSON.stringify({ image: b64(jpeg) });
+        const req = http.request({
+          host: "127.0.0.1",
+          port: srv.port,
+          path: "/v1/palm/analyze",
+          method: "POST",
+          agent: false,
+          headers: { "content-type": "application/json", "x-api-key": apiKey, expect: "100-continue", "content-length": Buffer.byteLength(body) },
+        });
+        req.on("continue", () => {
+          continued = true;
+          req.end(body);
+        });
+        req.on("response", (res) => {
+          res.resume();
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, continued }));
+          if (!continued) req.destroy();
+        });
+        req.on("error", (e) => (continued ? reject(e) : undefined));
+        req.flushHeaders();
+      });
+    expect(await attempt(generateApiKey())).toEqual({ status: 401, continued: false });
+    expect(await attempt(key)).toEqual({ status: 200, continued: true });
+  });
+
+  it("serves REST over HTTP/2 cleartext on the same port", async () => {
+    const session = http2.connect(srv.url);
+    try {
+      const res = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const stream = session.request({
+          ":method": "POST",
+          ":path": "/v1/palm/analyze",
+          "content-type": "application/json",
+          "x-api-key": key,
+        });
+        let status = 0;
+        let body = "";
+        stream.on("response", (h) => (status = Number(h[":status"])));
+        stream.setEncoding("utf8");
+        stream.on("data", (d) => (body += d));
+        stream.on("end", () => resolve({ status, body }));
+        stream.on("error", reject);
+        stream.end(JSON.stringify({ image: b64(png) }));
+      });
+      expect(res.status).toBe(200);
+      expect(JSON.parse(res.body).object).toBe("palm.analysis");
+    } finally {
+      session.close();
+    }
   });
 });
 
