@@ -8,7 +8,7 @@
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { crc32, deflateSync } from "node:zlib";
-import sharp from "sharp";
+import sharp, { type Sharp } from "sharp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { quotaPeriodOf } from "../../src/auth/quota-period.js";
 import { createRedisStore, type RedisStore } from "../../src/auth/redis-store.js";
@@ -125,7 +125,7 @@ function withJpegSize(file: Buffer, width: number, height: number): Buffer {
 }
 
 /** rgb renders raw RGB pixels from a colour function. */
-function rgb(width: number, height: number, colour: (x: number, y: number) => readonly number[]): sharp.Sharp {
+function rgb(width: number, height: number, colour: (x: number, y: number) => readonly number[]): Sharp {
   const raw = Buffer.alloc(width * height * 3);
   for (let y = 0; y < height; y++) {
     for (let x = 0; x < width; x++) raw.set(colour(x, y), (y * width + x) * 3);
