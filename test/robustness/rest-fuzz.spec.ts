@@ -51,7 +51,7 @@ interface Outcome {
 async function send(body: Uint8Array | string, contentType: string | undefined): Promise<Outcome> {
   const headers: Record<string, string> = { "x-api-key": key };
   if (contentType !== undefined) headers["content-type"] = contentType;
-  const res = await fetch(`${srv.url}/v1/palm/analyze`, { method: "POST", headers, body });
+  const res = await fetch(`${srv.url}/v1/palm/analyze`, { method: "POST", headers, body: typeof body === "string" ? body : Buffer.from(body) });
   const text = await res.text();
   let json: any;
   try {
