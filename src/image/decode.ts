@@ -77,14 +77,11 @@ function asBuffer(bytes: Uint8Array): Buffer {
 }
 
 /**
- * readImageHeader checks size and format and reads the header dimensions without decoding the
- * pixels, so that a decompression bomb (a tiny file declaring 60,000 x 60,000 pixels) costs
- * nothing. Throws {@link ImageError}: `image_too_large` over {@link IMAGE_LIMITS}.maxBytes,
- * `unsupported_image_format` unless JPEG or PNG, `invalid_image` for an unreadable header,
- * `image_dimensions_out_of_range` when a side (after EXIF orientation) is outside 64..10,000 px
- * or the image exceeds 40 megapixels.
+ * checkImageFile is the cheap synchronous part of the input checks: throws {@link ImageError}
+ * `image_too_large` over {@link IMAGE_LIMITS}.maxBytes and `unsupported_image_format` unless the
+ * leading bytes are JPEG or PNG; returns the format.
  */
-export async function readImageHeader(bytes: Uint8Array): Promise<ImageHeader> {
+export function checkImageFile(bytes: Uint8Array): ImageFormat {
   if (bytes.byteLength > IMAGE_LIMITS.maxBytes) {
     throw new ImageError(
       "image_too_large",
@@ -95,6 +92,19 @@ export async function readImageHeader(bytes: Uint8Array): Promise<ImageHeader> {
   if (format === undefined) {
     throw new ImageError("unsupported_image_format", "The image must be a JPEG or PNG file.");
   }
+  return format;
+}
+
+/**
+ * readImageHeader checks size and format and reads the header dimensions without decoding the
+ * pixels, so that a decompression bomb (a tiny file declaring 60,000 x 60,000 pixels) costs
+ * nothing. Throws {@link ImageError}: `image_too_large` over {@link IMAGE_LIMITS}.maxBytes,
+ * `unsupported_image_format` unless JPEG or PNG, `invalid_image` for an unreadable header,
+ * `image_dimensions_out_of_range` when a side (after EXIF orientation) is outside 64..10,000 px
+ * or the image exceeds 40 megapixels.
+ */
+export async function readImageHeader(bytes: Uint8Array): Promise<ImageHeader> {
+  const format = checkImageFile(bytes);
   let meta: Metadata;
   try {
     meta = await sharp(asBuffer(bytes), { limitInputPixels: false, failOn: "error" }).metadata();

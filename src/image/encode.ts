@@ -17,7 +17,8 @@ const CRC_TABLE = (() => {
   return t;
 })();
 
-function crc32(bytes: Uint8Array, crc = 0): number {
+/** crc32 is the CRC-32 of PNG chunks (ISO 3309), optionally continuing from `crc`. */
+export function crc32(bytes: Uint8Array, crc = 0): number {
   let c = ~crc >>> 0;
   for (let i = 0; i < bytes.length; i++) c = CRC_TABLE[(c ^ bytes[i]) & 0xff] ^ (c >>> 8);
   return ~c >>> 0;

@@ -4,8 +4,8 @@
  * refused at once instead of growing memory or timing everyone out.
  */
 import { availableParallelism } from "node:os";
-import { IMAGE_LIMITS, sniffImageFormat } from "../image/decode.js";
-import { ImageError, OverloadedError } from "../image/image-error.js";
+import { checkImageFile } from "../image/decode.js";
+import { OverloadedError } from "../image/image-error.js";
 import type { AnalysisResult, AnalyzeOptions, Analyzer } from "./analyzer-types.js";
 import { DEFAULT_MODEL_PATH, ModelLoadError, loadModelMetadata } from "./model-session.js";
 import type { PipelineOptions, StageTimings } from "./pipeline.js";
@@ -165,13 +165,10 @@ export async function createAnalyzer(options: AnalyzerOptions = {}): Promise<Eng
       if (closed) return Promise.reject(new Error("The analyzer is closed."));
       if (signal?.aborted) return Promise.reject(abortReason(signal));
       // Cheap checks before admission, so that junk never takes a place in the queue.
-      if (image.byteLength > IMAGE_LIMITS.maxBytes) {
-        return Promise.reject(
-          new ImageError("image_too_large", `The image is ${image.byteLength} bytes; at most ${IMAGE_LIMITS.maxBytes} bytes (5 MiB) are accepted.`),
-        );
-      }
-      if (sniffImageFormat(image) === undefined) {
-        return Promise.reject(new ImageError("unsupported_image_format", "The image must be a JPEG or PNG file."));
+      try {
+        checkImageFile(image);
+      } catch (e) {
+        return Promise.reject(e);
       }
       const waiting = queue.length;
       if (running >= maxInFlight && waiting >= maxQueue) {

@@ -4,6 +4,7 @@
  */
 import { deflateSync } from "node:zlib";
 import sharp from "sharp";
+import { crc32 } from "../../../src/image/encode.js";
 
 /** asymmetricRgb returns a w x h RGB image whose four quadrants have distinct colours: top-left red, top-right green, bottom-left blue, bottom-right white. */
 export function asymmetricRgb(width: number, height: number): Buffer {
@@ -35,22 +36,6 @@ export function pngOf(raw: Buffer, width: number, height: number, channels: 1 | 
 /** solidJpeg is a plain grey JPEG of the given size. */
 export function solidJpeg(width: number, height: number): Promise<Buffer> {
   return sharp({ create: { width, height, channels: 3, background: { r: 128, g: 128, b: 128 } } }).jpeg().toBuffer();
-}
-
-const CRC_TABLE = (() => {
-  const t = new Uint32Array(256);
-  for (let n = 0; n < 256; n++) {
-    let c = n;
-    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
-    t[n] = c >>> 0;
-  }
-  return t;
-})();
-
-function crc32(bytes: Uint8Array): number {
-  let c = 0xffffffff;
-  for (let i = 0; i < bytes.length; i++) c = CRC_TABLE[(c ^ bytes[i]) & 0xff] ^ (c >>> 8);
-  return (c ^ 0xffffffff) >>> 0;
 }
 
 function pngChunk(type: string, data: Uint8Array): Buffer {
