@@ -50,9 +50,12 @@ export function createRequestInterceptor(options: RequestInterceptorOptions): In
       err.metadata.set(REQUEST_ID_HEADER, id);
       const status = httpStatusOf(err);
       const reason = reasonOf(err) ?? "internal_error";
-      if (status >= 500 && err.code !== Code.Canceled) {
+      if (reason === "internal_error") {
         // Faults are logged with their cause (server side only; clients get ERRORS[...].message).
         logger.error({ ...line(), status, code: reason, err: err.cause ?? err }, "request failed");
+      } else if (status >= 500 && err.code !== Code.Canceled) {
+        // Expected 5xx (overload, store down, timeout): one line without a stack, so load does not flood the log.
+        logger.warn({ ...line(), status, code: reason, cause: String((err.cause as Error)?.message ?? "") }, "request failed");
       } else {
         logger.info({ ...line(), status: err.code === Code.Canceled ? 499 : status, code: reason }, "request");
       }
