@@ -142,6 +142,15 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
   return Object.freeze(config);
 }
 
+/**
+ * unknownVariables lists `PALM_*` variables that {@link loadConfig} does not read: most likely
+ * typos (PALM_PLAN_LIMIT), which main.ts reports as warnings at start-up.
+ */
+export function unknownVariables(env: Readonly<Record<string, string | undefined>> = process.env): string[] {
+  const known = new Set(CONFIG_VARIABLES.map((v) => v.name));
+  return Object.keys(env).filter((name) => name.startsWith("PALM_") && !known.has(name));
+}
+
 /** createTestConfig returns a frozen {@link Config} with defaults and `overrides` (tests, tools). */
 export function createTestConfig(overrides: Partial<Config> = {}): Config {
   return Object.freeze({ ...loadConfig({}), ...overrides });

@@ -2,7 +2,7 @@
  * Entry point (`npm start`): configuration, store, analysis engine, server, signals.
  */
 import { openStore } from "./auth/open-store.js";
-import { ConfigError, loadConfig, type Config } from "./config.js";
+import { ConfigError, loadConfig, unknownVariables, type Config } from "./config.js";
 import { createAnalyzer } from "./inference/analyzer.js";
 import { createLogger } from "./log.js";
 import { createPalmServer } from "./server/server.js";
@@ -19,6 +19,10 @@ async function main(): Promise<void> {
     throw e;
   }
   const logger = createLogger({ level: config.logLevel });
+  for (const name of unknownVariables()) logger.warn({ variable: name }, "unknown PALM_* variable ignored (a typo?)");
+  if (config.redisUrl !== undefined && config.devKey !== undefined) {
+    logger.warn("PALM_DEV_KEY is ignored with REDIS_URL: create keys with palmctl");
+  }
   const analyzer = await createAnalyzer({ modelPath: config.modelPath, workers: config.workers, maxQueue: config.maxQueue });
   const { store, kind, devKey, devKeyGenerated } = await openStore(config, logger);
   const server = createPalmServer({ analyzer, store, config, logger });

@@ -17,6 +17,7 @@ import {
   type Interceptor,
 } from "@connectrpc/connect";
 import type { ConnectNodeAdapterOptions } from "@connectrpc/connect-node";
+import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { kProtocol, kRequestId } from "../auth/context-keys.js";
 import { httpStatusOf, palmError, reasonOf, toPalmError } from "../errors.js";
 import type { Logger } from "../log.js";
@@ -63,13 +64,16 @@ const isForwardedHeader = (name: string) => name.startsWith("x-") || name === "r
 /** Request headers never forwarded into the in-process call (hop-by-hop, protocol, pseudo). */
 const DROPPED_REQUEST_HEADERS = /^(:|host$|connection$|keep-alive$|transfer-encoding$|te$|upgrade$|content-|accept-encoding$|connect-|grpc-|x-palm-)/;
 
-/** createRestHandler returns the `fallback` handler serving the annotated REST paths. */
 /** RestHandler is the fallback handler plus the paths it serves. */
 export type RestHandler = NodeHandlerFn & {
   /** Whether `path` (without query) is a REST path. */
   hasPath(path: string): boolean;
 };
 
+/**
+ * createRestHandler returns the `fallback` handler serving the annotated REST paths (and the
+ * 404/405 answers for every other path: a gRPC client gets them as a gRPC status).
+ */
 export function createRestHandler(options: RestHandlerOptions): RestHandler {
   const table = createRestTable(restRoutesOf(options.services));
   const bodyLimit = options.bodyLimitBytes ?? MAX_BODY_BYTES;
@@ -150,6 +154,16 @@ export function createRestHandler(options: RestHandlerOptions): RestHandler {
   }
 
   function sendLocalError(req: NodeRequest, res: NodeResponse, requestId: string, err: ConnectError): void {
+    const contentType = String(req.headers["content-type"] ?? "");
+    if ("stream" in req && contentType.startsWith("application/grpc") && !contentType.startsWith("application/grpc-web")) {
+      // A gRPC client calling an unknown method: a trailers-only gRPC answer (UNIMPLEMENTED with
+      // our ErrorInfo), not an HTTP 404 that grpc-js would report without details.
+      const h = setTrailerStatus(new Headers({ "content-type": "application/grpc+proto", [REQUEST_ID_HEADER]: requestId }), err);
+      const headers: Record<string, string> = { ":status": "200" };
+      h.forEach((v, k) => (headers[k] = v));
+      if (!req.stream.headersSent) req.stream.respond(headers, { endStream: true });
+      return;
+    }
     options.logger.info(
       { request_id: requestId, protocol: "rest", method: `${req.method} ${(req.url ?? "").split("?", 1)[0]}`, status: httpStatusOf(err), code: reasonOf(err) },
       "request",

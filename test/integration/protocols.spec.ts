@@ -20,7 +20,7 @@ import { createRedisStore, type RedisStore } from "../../src/auth/redis-store.js
 import { ERRORS } from "../../src/errors.js";
 import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
 import { closeWhenIdle, createTestAnalyzer } from "../helpers/analyzer.js";
-import { callUnary, createGrpcJsClient } from "../helpers/grpc.js";
+import { callUnary, createGrpcJsClient, decodeGrpcError } from "../helpers/grpc.js";
 import { makeImage } from "../helpers/images.js";
 import { registerKey } from "../helpers/keys.js";
 import { startRedis, uniquePrefix, type RedisProcess } from "../helpers/redis.js";
@@ -117,11 +117,20 @@ describe("PalmService/Analyze across protocols", () => {
     expect(health.message?.status).toBe("ok");
   });
 
-  it("answers an unknown method with UNIMPLEMENTED", async () => {
+  it("answers an unknown method with UNIMPLEMENTED and ErrorInfo not_found", async () => {
     const r = await new Promise<grpc.ServiceError | null>((resolve) =>
       grpcJs.makeUnaryRequest("/palm.v1.PalmService/Nope", (x: Buffer) => x, (x: Buffer) => x, Buffer.alloc(0), (e) => resolve(e)),
     );
     expect(r?.code).toBe(grpc.status.UNIMPLEMENTED);
+    expect(r?.details).toBe(ERRORS.not_found.message);
+    expect(decodeGrpcError(r!.metadata)?.findDetails(ErrorInfoSchema)[0]?.reason).toBe("not_found");
+    // A Connect client reads the HTTP 404 as unimplemented.
+    const viaConnect = await fetch(`${srv.url}/palm.v1.PalmService/Nope`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "connect-protocol-version": "1" },
+      body: "{}",
+    });
+    expect(viaConnect.status).toBe(404);
   });
 });
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ConfigError, DEFAULT_PLAN_LIMITS, loadConfig } from "../../src/config.js";
+import { ConfigError, DEFAULT_PLAN_LIMITS, loadConfig, unknownVariables } from "../../src/config.js";
 
 describe("loadConfig()", () => {
   it("returns frozen defaults for an empty environment", () => {
@@ -64,5 +64,11 @@ describe("loadConfig()", () => {
   it("rejects PALM_PLAN_LIMITS that is not a JSON object", () => {
     expect(() => loadConfig({ PALM_PLAN_LIMITS: "[1]" })).toThrow(/PALM_PLAN_LIMITS: expected a non-empty JSON object/);
     expect(() => loadConfig({ PALM_PLAN_LIMITS: "{" })).toThrow(/PALM_PLAN_LIMITS: not valid JSON/);
+  });
+});
+
+describe("unknownVariables()", () => {
+  it("lists PALM_* variables nobody reads", () => {
+    expect(unknownVariables({ PALM_PLAN_LIMIT: "{}", PALM_PLAN_LIMITS: "{}", PATH: "/bin" })).toEqual(["PALM_PLAN_LIMIT"]);
   });
 });
