@@ -137,8 +137,11 @@ export function httpStatusOf(err: ConnectError): number {
 /** StoreUnavailableError is thrown by stores when the backing store cannot answer. */
 export class StoreUnavailableError extends Error {
   override name = "StoreUnavailableError";
-  constructor(message = "store unavailable", options?: { cause?: unknown }) {
+  /** Whether the command may still have run in the store (its answer was lost, e.g. a timeout). */
+  readonly maybeApplied: boolean;
+  constructor(message = "store unavailable", options?: { cause?: unknown; maybeApplied?: boolean }) {
     super(message, options);
+    this.maybeApplied = options?.maybeApplied ?? false;
   }
 }
 

@@ -9,7 +9,7 @@ import type { QuotaPeriod } from "./quota-period.js";
 export function createMemoryStore(): Store {
   const keys = new Map<string, KeyRecord>();
   const clients = new Map<string, ClientRecord>();
-  const counters = new Map<string, { used: number; expiresAt: number }>();
+  const counters = new Map<string, { ids: Set<string>; expiresAt: number }>();
 
   const counterKey = (clientId: string, period: QuotaPeriod) => `${clientId}\u0000${period.id}`;
   const counter = (clientId: string, period: QuotaPeriod) => {
@@ -19,7 +19,7 @@ export function createMemoryStore(): Store {
     const k = counterKey(clientId, period);
     let c = counters.get(k);
     if (!c) {
-      c = { used: 0, expiresAt: period.resetsAt + COUNTER_GRACE_SECONDS };
+      c = { ids: new Set(), expiresAt: period.resetsAt + COUNTER_GRACE_SECONDS };
       counters.set(k, c);
     }
     return c;
@@ -32,20 +32,21 @@ export function createMemoryStore(): Store {
       const c = clients.get(k.clientId);
       return c ? { clientId: c.clientId, plan: c.plan } : undefined;
     },
-    async reserve(clientId: string, period: QuotaPeriod, limit: number): Promise<Reservation> {
+    async reserve(clientId: string, period: QuotaPeriod, limit: number, reservationId: string): Promise<Reservation> {
       const c = counter(clientId, period);
-      if (c.used >= limit) return { granted: false, used: c.used };
-      c.used += 1;
-      return { granted: true, used: c.used };
+      if (c.ids.has(reservationId)) return { granted: true, used: c.ids.size };
+      if (c.ids.size >= limit) return { granted: false, used: c.ids.size };
+      c.ids.add(reservationId);
+      return { granted: true, used: c.ids.size };
     },
-    async refund(clientId: string, period: QuotaPeriod): Promise<number> {
+    async refund(clientId: string, period: QuotaPeriod, reservationId: string): Promise<number> {
       const c = counter(clientId, period);
-      if (c.used > 0) c.used -= 1;
-      return c.used;
+      c.ids.delete(reservationId);
+      return c.ids.size;
     },
     async usage(clientId: string, period: QuotaPeriod): Promise<number> {
       const c = counters.get(counterKey(clientId, period));
-      return c && c.expiresAt > Date.now() / 1000 ? c.used : 0;
+      return c && c.expiresAt > Date.now() / 1000 ? c.ids.size : 0;
     },
     async createKey(clientId: string, keyHash: string, plan?: string): Promise<KeyRecord> {
       if (plan !== undefined) await this.setPlan(clientId, plan);

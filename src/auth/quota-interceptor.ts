@@ -6,9 +6,10 @@
  */
 import type { Interceptor } from "@connectrpc/connect";
 import type { PlanLimits } from "../config.js";
-import { palmError, quotaExceeded, toPalmError } from "../errors.js";
+import { isStoreUnavailableError, palmError, quotaExceeded, toPalmError } from "../errors.js";
 import type { Logger } from "../log.js";
-import { kPrincipal, kUsage } from "./context-keys.js";
+import { randomUUID } from "node:crypto";
+import { kPrincipal, kRequestId, kUsage } from "./context-keys.js";
 import { quotaPeriodOf, secondsUntilReset, type QuotaPeriod } from "./quota-period.js";
 import type { Store } from "./store.js";
 
@@ -19,6 +20,10 @@ export const QUOTA_HEADERS = Object.freeze({
   reset: "x-monthly-quota-reset",
 });
 
+/** Refunds that cannot be made are retried for at most 10 minutes, and at most 10,000 at a time. */
+const REFUND_RETRY_LIMIT_MS = 10 * 60_000;
+const MAX_PENDING_REFUNDS = 10_000;
+
 /** QuotaInterceptorOptions configure {@link createQuotaInterceptor}. */
 export interface QuotaInterceptorOptions {
   store: Store;
@@ -27,7 +32,7 @@ export interface QuotaInterceptorOptions {
   now?: () => Date;
   /** Logs refunds that failed and are being retried. */
   logger?: Logger;
-  /** Delay between retries of a failed refund, ms. Default 1000; retried for at most 10 minutes. */
+  /** Delay between retries of failed refunds, ms. Default 1000; each is retried for at most 10 minutes. */
   refundRetryMs?: number;
 }
 
@@ -44,16 +49,43 @@ export function createQuotaInterceptor(options: QuotaInterceptorOptions): Interc
   const now = options.now ?? (() => new Date());
   const retryMs = options.refundRetryMs ?? 1000;
 
-  // A refund that fails (store down right after the work failed) is retried in the background,
-  // so a failed request is not left charged once the store is back.
-  const retryRefund = (clientId: string, period: QuotaPeriod, attempt: number) => {
-    if (attempt * retryMs > 10 * 60_000) {
-      options.logger?.error({ client_id: clientId, period: period.id }, "quota refund abandoned");
+  // Refunds that could not be made (the store went away) are kept and retried from one timer,
+  // so a failed request does not stay charged once the store is back. Refunds are idempotent.
+  const pending = new Map<string, { clientId: string; period: QuotaPeriod; since: number }>();
+  let timer: NodeJS.Timeout | undefined;
+  let flushing = false;
+  const flush = async () => {
+    if (flushing) return;
+    flushing = true;
+    try {
+      for (const [id, p] of pending) {
+        if (Date.now() - p.since > REFUND_RETRY_LIMIT_MS) {
+          pending.delete(id);
+          options.logger?.error({ client_id: p.clientId, period: p.period.id }, "quota refund abandoned");
+          continue;
+        }
+        try {
+          await store.refund(p.clientId, p.period, id);
+          pending.delete(id);
+        } catch {
+          return; // still unavailable: try again at the next tick
+        }
+      }
+    } finally {
+      flushing = false;
+      if (pending.size === 0 && timer) {
+        clearInterval(timer);
+        timer = undefined;
+      }
+    }
+  };
+  const refundLater = (clientId: string, period: QuotaPeriod, reservationId: string) => {
+    if (pending.size >= MAX_PENDING_REFUNDS) {
+      options.logger?.error({ client_id: clientId }, "quota refund queue full; refund dropped");
       return;
     }
-    setTimeout(() => {
-      store.refund(clientId, period).catch(() => retryRefund(clientId, period, attempt + 1));
-    }, retryMs).unref();
+    pending.set(reservationId, { clientId, period, since: Date.now() });
+    timer ??= setInterval(() => void flush(), retryMs).unref();
   };
 
   return (next) => async (req) => {
@@ -64,10 +96,14 @@ export function createQuotaInterceptor(options: QuotaInterceptorOptions): Interc
       throw palmError("internal_error", { cause: new Error(`plan ${JSON.stringify(principal.plan)} is not in PALM_PLAN_LIMITS`) });
     }
     const period = quotaPeriodOf(now());
+    const reservationId = req.contextValues.get(kRequestId) ?? randomUUID();
     let reservation;
     try {
-      reservation = await store.reserve(principal.clientId, period, limit);
+      reservation = await store.reserve(principal.clientId, period, limit, reservationId);
     } catch (e) {
+      // A reserve whose answer was lost (a timeout on a hung Redis) may still run in the store:
+      // take it back once the store answers again, so no failed request stays charged.
+      if (isStoreUnavailableError(e) && e.maybeApplied) refundLater(principal.clientId, period, reservationId);
       throw toPalmError(e);
     }
     if (!reservation.granted) {
@@ -84,10 +120,10 @@ export function createQuotaInterceptor(options: QuotaInterceptorOptions): Interc
       const err = toPalmError(e);
       let used: number;
       try {
-        used = await store.refund(principal.clientId, period);
+        used = await store.refund(principal.clientId, period, reservationId);
       } catch {
         options.logger?.warn({ client_id: principal.clientId }, "quota refund failed; retrying in the background");
-        retryRefund(principal.clientId, period, 1);
+        refundLater(principal.clientId, period, reservationId);
         used = reservation.used - 1;
       }
       setQuotaHeaders(err.metadata, limit, used, period);

@@ -4,7 +4,8 @@
  * - `P key:<sha256>`        hash {client, created, revoked?} — the key itself is never stored;
  * - `P client:<id>`         hash {plan, created};
  * - `P client:<id>:keys`    set of key hashes;
- * - `P usage:<id>:<YYYY-MM>` counter, EXPIREAT 7 days after the month ends.
+ * - `P usage:<id>:<YYYY-MM>` set of the month's reservation ids (its size is the count),
+ *   EXPIREAT 7 days after the month ends.
  *
  * Reserve and refund are Lua scripts, atomic in Redis, so replicas sharing it never overshoot a
  * limit (test/integration/quota-replicas.spec.ts). Every connection-level failure becomes
@@ -28,17 +29,20 @@ export interface RedisStoreOptions {
   onError?: (err: Error) => void;
 }
 
+// The month's usage is a SET of reservation ids (request ids): its size is the count. Reserving
+// the same id twice counts once, and refunding an id that was never reserved changes nothing, so
+// a refund sent after a reserve that timed out is always safe.
 const RESERVE = `
-local used = tonumber(redis.call('GET', KEYS[1]) or '0')
+local used = redis.call('SCARD', KEYS[1])
+if redis.call('SISMEMBER', KEYS[1], ARGV[3]) == 1 then return {1, used} end
 if used >= tonumber(ARGV[1]) then return {0, used} end
-used = redis.call('INCR', KEYS[1])
+redis.call('SADD', KEYS[1], ARGV[3])
 redis.call('EXPIREAT', KEYS[1], ARGV[2])
-return {1, used}`;
+return {1, used + 1}`;
 
 const REFUND = `
-local used = tonumber(redis.call('GET', KEYS[1]) or '0')
-if used <= 0 then return 0 end
-return redis.call('DECR', KEYS[1])`;
+redis.call('SREM', KEYS[1], ARGV[1])
+return redis.call('SCARD', KEYS[1])`;
 
 const REVOKE = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
@@ -46,8 +50,8 @@ redis.call('HSETNX', KEYS[1], 'revoked', ARGV[1])
 return 1`;
 
 type ScriptedRedis = Redis & {
-  palmReserve(key: string, limit: number, expireAt: number): Promise<[number, number]>;
-  palmRefund(key: string): Promise<number>;
+  palmReserve(key: string, limit: number, expireAt: number, id: string): Promise<[number, number]>;
+  palmRefund(key: string, id: string): Promise<number>;
   palmRevoke(key: string, now: number): Promise<number>;
 };
 
@@ -84,7 +88,11 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
     try {
       return await fn();
     } catch (e) {
-      throw new StoreUnavailableError(`redis ${op} failed: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+      const message = e instanceof Error ? e.message : String(e);
+      // Refused before sending (offline queue disabled) means it never ran; anything else
+      // (timeout, connection lost mid-flight) may have run.
+      const maybeApplied = !/isn't writeable/.test(message);
+      throw new StoreUnavailableError(`redis ${op} failed: ${message}`, { cause: e, maybeApplied });
     }
   }
 
@@ -117,19 +125,19 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
         const plan = await redis.hget(clientKey(clientId), "plan");
         return plan ? { clientId, plan } : undefined;
       }),
-    reserve: (clientId, period, limit) =>
+    reserve: (clientId, period, limit, reservationId) =>
       guard("reserve", async (): Promise<Reservation> => {
         const [granted, used] = await redis.palmReserve(
           usageKey(clientId, period),
           limit,
           period.resetsAt + COUNTER_GRACE_SECONDS,
+          reservationId,
         );
         return { granted: granted === 1, used: Number(used) };
       }),
-    refund: (clientId, period) =>
-      guard("refund", async () => Number(await redis.palmRefund(usageKey(clientId, period)))),
-    usage: (clientId, period) =>
-      guard("usage", async () => Number((await redis.get(usageKey(clientId, period))) ?? 0)),
+    refund: (clientId, period, reservationId) =>
+      guard("refund", async () => Number(await redis.palmRefund(usageKey(clientId, period), reservationId))),
+    usage: (clientId, period) => guard("usage", async () => redis.scard(usageKey(clientId, period))),
     createKey: (clientId, keyHash, plan) =>
       guard("createKey", async () => {
         const now = Date.now();

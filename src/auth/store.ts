@@ -42,10 +42,17 @@ export interface Reservation {
 export interface Store {
   /** findKey resolves a key hash to its owner; undefined when unknown or revoked. */
   findKey(keyHash: string): Promise<KeyOwner | undefined>;
-  /** reserve atomically adds one to the client's counter for `period` unless it already reached `limit`. */
-  reserve(clientId: string, period: QuotaPeriod, limit: number): Promise<Reservation>;
-  /** refund atomically takes one back (never below 0) and returns the count after. */
-  refund(clientId: string, period: QuotaPeriod): Promise<number>;
+  /**
+   * reserve atomically counts the reservation `reservationId` (unique per request) for the client
+   * and `period`, unless `limit` is already reached. Idempotent: the same id never counts twice.
+   */
+  reserve(clientId: string, period: QuotaPeriod, limit: number, reservationId: string): Promise<Reservation>;
+  /**
+   * refund atomically removes the reservation `reservationId` and returns the count after.
+   * Idempotent, and a no-op for a reservation that was never made: a refund sent after a reserve
+   * whose answer was lost (timeout) is always safe (test/integration/quota.spec.ts, Redis hang).
+   */
+  refund(clientId: string, period: QuotaPeriod, reservationId: string): Promise<number>;
   /** usage returns the client's count for `period`. */
   usage(clientId: string, period: QuotaPeriod): Promise<number>;
   /** createKey stores a key hash for a client, creating the client on `plan` (default "free") if new. */

@@ -14,6 +14,10 @@ export interface RedisProcess {
   stop(): Promise<void>;
   /** start (re)starts it on the same port. */
   start(): Promise<void>;
+  /** pause freezes the server (SIGSTOP): connections stay open, commands hang. */
+  pause(): void;
+  /** resume unfreezes it (SIGCONT); the commands sent meanwhile then run. */
+  resume(): void;
 }
 
 /** freePort asks the OS for a free TCP port. */
@@ -70,7 +74,14 @@ export async function startRedis(): Promise<RedisProcess> {
     });
   };
   await start();
-  return { port, url: `redis://127.0.0.1:${port}`, stop, start };
+  return {
+    port,
+    url: `redis://127.0.0.1:${port}`,
+    stop,
+    start,
+    pause: () => void child?.kill("SIGSTOP"),
+    resume: () => void child?.kill("SIGCONT"),
+  };
 }
 
 /** uniquePrefix isolates one test's keys. */

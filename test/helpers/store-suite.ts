@@ -69,33 +69,42 @@ export function describeStore(name: string, open: () => Promise<Store>): void {
 
     it("grants reservations up to the limit, then refuses without counting", async () => {
       const store = await open();
-      expect(await store.reserve("acme", period, 2)).toEqual({ granted: true, used: 1 });
-      expect(await store.reserve("acme", period, 2)).toEqual({ granted: true, used: 2 });
-      expect(await store.reserve("acme", period, 2)).toEqual({ granted: false, used: 2 });
+      expect(await store.reserve("acme", period, 2, "r1")).toEqual({ granted: true, used: 1 });
+      expect(await store.reserve("acme", period, 2, "r2")).toEqual({ granted: true, used: 2 });
+      expect(await store.reserve("acme", period, 2, "r3")).toEqual({ granted: false, used: 2 });
       expect(await store.usage("acme", period)).toBe(2);
     });
 
-    it("refunds one unit and never goes below zero", async () => {
+    it("counts a reservation id once however often it is reserved", async () => {
       const store = await open();
-      await store.reserve("acme", period, 5);
-      expect(await store.refund("acme", period)).toBe(0);
-      expect(await store.refund("acme", period)).toBe(0);
-      expect(await store.usage("acme", period)).toBe(0);
+      expect(await store.reserve("acme", period, 5, "r1")).toEqual({ granted: true, used: 1 });
+      expect(await store.reserve("acme", period, 5, "r1")).toEqual({ granted: true, used: 1 });
+      expect(await store.usage("acme", period)).toBe(1);
+    });
+
+    it("refunds only the reservation named, once, and ignores unknown ones", async () => {
+      const store = await open();
+      await store.reserve("acme", period, 5, "r1");
+      await store.reserve("acme", period, 5, "r2");
+      expect(await store.refund("acme", period, "never-reserved")).toBe(2);
+      expect(await store.refund("acme", period, "r1")).toBe(1);
+      expect(await store.refund("acme", period, "r1")).toBe(1);
+      expect(await store.usage("acme", period)).toBe(1);
     });
 
     it("forgets a counter once its month plus the grace week is over", async () => {
       const store = await open();
       const longAgo = quotaPeriodOf(new Date("2020-03-15T12:00:00Z"));
-      expect(await store.reserve("acme", longAgo, 5)).toEqual({ granted: true, used: 1 });
+      expect(await store.reserve("acme", longAgo, 5, "r1")).toEqual({ granted: true, used: 1 });
       expect(await store.usage("acme", longAgo)).toBe(0);
     });
 
     it("counts each month and each client separately", async () => {
       const store = await open();
-      await store.reserve("acme", period, 5);
-      await store.reserve("acme", nextPeriod, 5);
-      await store.reserve("acme", nextPeriod, 5);
-      await store.reserve("other", period, 5);
+      await store.reserve("acme", period, 5, "r1");
+      await store.reserve("acme", nextPeriod, 5, "r2");
+      await store.reserve("acme", nextPeriod, 5, "r3");
+      await store.reserve("other", period, 5, "r4");
       expect(await store.usage("acme", period)).toBe(1);
       expect(await store.usage("acme", nextPeriod)).toBe(2);
       expect(await store.usage("other", period)).toBe(1);
@@ -103,7 +112,7 @@ export function describeStore(name: string, open: () => Promise<Store>): void {
 
     it("grants exactly the limit to 40 concurrent reservations against a limit of 15", async () => {
       const store = await open();
-      const results = await Promise.all(Array.from({ length: 40 }, () => store.reserve("acme", period, 15)));
+      const results = await Promise.all(Array.from({ length: 40 }, (_, i) => store.reserve("acme", period, 15, `r${i}`)));
       expect(results.filter((r) => r.granted)).toHaveLength(15);
       expect(await store.usage("acme", period)).toBe(15);
     });

@@ -124,6 +124,27 @@ describe("createQuotaInterceptor() with Redis", () => {
   });
 });
 
+describe("createRedisStore() under a hung Redis", () => {
+  it("fails closed with 503 store_unavailable while Redis hangs, then serves again with the counts intact", async () => {
+    const { store, srv } = await setup();
+    const key = await registerKey(store, "acme", "five");
+    expect((await postAnalyze(srv.url, body, { "x-api-key": key })).res.status).toBe(200);
+    redis.pause();
+    try {
+      const started = Date.now();
+      const { res, json } = await postAnalyze(srv.url, body, { "x-api-key": key });
+      expectErrorBody(res, json, 503, "store_unavailable");
+      expect(Date.now() - started).toBeLessThan(5000); // the command timeout, not forever
+    } finally {
+      redis.resume();
+    }
+    const again = await postAnalyze(srv.url, body, { "x-api-key": key });
+    expect(again.res.status).toBe(200);
+    expect(again.json.usage.requests_used).toBe(2);
+    expect(await store.usage("acme", quotaPeriodOf())).toBe(2);
+  });
+});
+
 describe("engine faults through the service", () => {
   it("answers 503 overloaded with Retry-After when the replica's queue is full, charging only the 200s", async () => {
     const small = await createTestAnalyzer({ workers: 1, maxQueue: 0 });

@@ -31,7 +31,7 @@ describe("createRedisStore() counters", () => {
     stores.push(store);
     await store.ready(5000);
     const period = quotaPeriodOf();
-    await store.reserve("acme", period, 10);
+    await store.reserve("acme", period, 10, "r1");
     const { Redis } = await import("ioredis");
     const raw = new Redis(redis.url);
     try {

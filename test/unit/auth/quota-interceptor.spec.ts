@@ -1,4 +1,11 @@
-import { Code } from "@connectrpc/connect";
+import { Code, createClient, createRouterTransport } from "@connectrpc/connect";
+import { PalmService } from "../../../gen/palm/v1/palm_pb.js";
+import { createApiKeyInterceptor } from "../../../src/auth/api-key-interceptor.js";
+import { createQuotaInterceptor } from "../../../src/auth/quota-interceptor.js";
+import type { Store } from "../../../src/auth/store.js";
+import { createTestConfig } from "../../../src/config.js";
+import { StoreUnavailableError } from "../../../src/errors.js";
+import { createRoutes } from "../../../src/server/routes.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ErrorInfoSchema, QuotaFailureSchema, RetryInfoSchema } from "../../../gen/google/rpc/error_details_pb.js";
 import { createMemoryStore } from "../../../src/auth/memory-store.js";
@@ -24,7 +31,7 @@ describe("createQuotaInterceptor()", () => {
   it("rejects the 101st call of a free client with ResourceExhausted, QuotaFailure and RetryInfo", async () => {
     const store = createMemoryStore();
     const key = await registerKey(store, "acme", "free");
-    for (let i = 0; i < 100; i++) await store.reserve("acme", period, 100);
+    for (let i = 0; i < 100; i++) await store.reserve("acme", period, 100, `earlier-${i}`);
     const { palm } = createInMemoryService({ analyzer, store, now });
     const err = await catchError(palm.analyze({ image }, { headers: { "x-api-key": key } }));
     expect(err.code).toBe(Code.ResourceExhausted);
@@ -76,5 +83,36 @@ describe("createQuotaInterceptor()", () => {
     const { palm } = createInMemoryService({ analyzer, store, now });
     const err = await catchError(palm.analyze({ image }, { headers: { "x-api-key": key } }));
     expect([err.code, err.rawMessage]).toEqual([Code.Internal, "An internal error occurred."]);
+  });
+});
+
+describe("createQuotaInterceptor() when the store loses answers", () => {
+  it("takes back a reservation whose answer was lost, once the store answers again", async () => {
+    const store = createMemoryStore();
+    const key = await registerKey(store, "acme", "free");
+    // A stand-in for a network that drops the answer of a reserve that did run in the store.
+    const lossy: Store = Object.create(store);
+    let refunds = 0;
+    lossy.reserve = async (...args) => {
+      await store.reserve(...args);
+      throw new StoreUnavailableError("Command timed out", { maybeApplied: true });
+    };
+    lossy.refund = async (...args) => {
+      if (refunds++ === 0) throw new StoreUnavailableError("still down");
+      return store.refund(...args);
+    };
+    const transport = createRouterTransport(createRoutes({ analyzer, config: createTestConfig() }), {
+      router: {
+        interceptors: [
+          createApiKeyInterceptor({ store }),
+          createQuotaInterceptor({ store: lossy, planLimits: { free: 100 }, now, refundRetryMs: 20 }),
+        ],
+      },
+    });
+    const err = await catchError(createClient(PalmService, transport).analyze({ image }, { headers: { "x-api-key": key } }));
+    expect(err.findDetails(ErrorInfoSchema)[0].reason).toBe("store_unavailable");
+    expect(await store.usage("acme", period)).toBe(1);
+    await expect.poll(() => store.usage("acme", period), { timeout: 2000 }).toBe(0);
+    expect(refunds).toBe(2);
   });
 });
