@@ -1,7 +1,7 @@
 /**
  * Key checking for every protocol (gRPC, gRPC-Web, Connect, and REST through the in-process
  * client). Runs on headers only: on REST the body is read later, by the innermost interceptor,
- * so a bad key costs no body read and no image work (test/integration/rest-errors.spec.ts).
+ * so a bad key costs no body read and no image work (test/integration/rest.spec.ts).
  */
 import type { DescMethod } from "@bufbuild/protobuf";
 import type { Interceptor } from "@connectrpc/connect";

@@ -8,7 +8,7 @@
  *   EXPIREAT 7 days after the month ends.
  *
  * Reserve and refund are Lua scripts, atomic in Redis, so replicas sharing it never overshoot a
- * limit (test/integration/quota-replicas.spec.ts). Every connection-level failure becomes
+ * limit (test/integration/quota.spec.ts). Every connection-level failure becomes
  * StoreUnavailableError (503 store_unavailable, failing closed); the client reconnects on its own.
  */
 import { Redis, type RedisOptions } from "ioredis";

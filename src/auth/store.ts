@@ -1,6 +1,6 @@
 /**
  * The key and quota store interface; implemented by {@link createMemoryStore} (embedded default)
- * and {@link createRedisStore} (shared by replicas). test/unit/auth/store-suite.ts runs the same
+ * and {@link createRedisStore} (shared by replicas). test/helpers/store-suite.ts runs the same
  * suite against both.
  */
 import type { QuotaPeriod } from "./quota-period.js";

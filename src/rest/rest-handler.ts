@@ -153,8 +153,13 @@ export function createRestHandler(options: RestHandlerOptions): RestHandler {
     return requestFromJson(route.method.input, route.body === "*" ? json : { [route.body]: json });
   }
 
+  /** sendLocalError answers 404/405, which no RPC (and so no request interceptor) sees. */
   function sendLocalError(req: NodeRequest, res: NodeResponse, requestId: string, err: ConnectError): void {
     const contentType = String(req.headers["content-type"] ?? "");
+    options.logger.info(
+      { request_id: requestId, protocol: "rest", method: `${req.method} ${(req.url ?? "").split("?", 1)[0]}`, status: httpStatusOf(err), code: reasonOf(err) },
+      "request",
+    );
     if ("stream" in req && contentType.startsWith("application/grpc") && !contentType.startsWith("application/grpc-web")) {
       // A gRPC client calling an unknown method: a trailers-only gRPC answer (UNIMPLEMENTED with
       // our ErrorInfo), not an HTTP 404 that grpc-js would report without details.
@@ -164,10 +169,6 @@ export function createRestHandler(options: RestHandlerOptions): RestHandler {
       if (!req.stream.headersSent) req.stream.respond(headers, { endStream: true });
       return;
     }
-    options.logger.info(
-      { request_id: requestId, protocol: "rest", method: `${req.method} ${(req.url ?? "").split("?", 1)[0]}`, status: httpStatusOf(err), code: reasonOf(err) },
-      "request",
-    );
     sendError(req, res, requestId, err);
   }
 

@@ -45,7 +45,6 @@ export interface PalmServer {
 
 const H2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 
-
 /** createPalmServer wires the routes, interceptors and REST surface onto one port. */
 export function createPalmServer(options: PalmServerOptions): PalmServer {
   const { config, logger } = options;
@@ -65,7 +64,7 @@ export function createPalmServer(options: PalmServerOptions): PalmServer {
     fallback: rest,
     interceptors,
     // Protobuf messages up to the REST body limit; the 5 MiB image limit is checked by the
-    // service so that it answers image_too_large with its details (test/integration/grpc.spec.ts).
+    // service so that it answers image_too_large with its details (test/integration/protocols.spec.ts).
     readMaxBytes: MAX_BODY_BYTES,
     shutdownSignal: shutdownController.signal,
   });
