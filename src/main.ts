@@ -5,6 +5,7 @@ import { openStore } from "./auth/open-store.js";
 import { ConfigError, loadConfig, unknownVariables, type Config } from "./config.js";
 import { createAnalyzer } from "./inference/analyzer.js";
 import { createLogger } from "./log.js";
+import { closeAnalyzerWhenIdle } from "./server/close-analyzer.js";
 import { createPalmServer } from "./server/server.js";
 
 async function main(): Promise<void> {
@@ -44,11 +45,7 @@ async function main(): Promise<void> {
     try {
       await server.shutdown();
       await store.close();
-      // Work abandoned by timeouts or cancels may still run in a worker; terminating a worker
-      // inside a native inference call aborts the process, so let it finish first (bounded).
-      const idleBy = Date.now() + 10_000;
-      while (analyzer.stats().running > 0 && Date.now() < idleBy) await new Promise((r) => setTimeout(r, 20));
-      await analyzer.close();
+      await closeAnalyzerWhenIdle(analyzer);
       logger.info("bye");
       logger.flush?.();
       process.exit(0);

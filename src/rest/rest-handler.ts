@@ -100,8 +100,7 @@ export function createRestHandler(options: RestHandlerOptions): RestHandler {
 
   async function serve(req: NodeRequest, res: NodeResponse): Promise<void> {
     const requestId = newRequestId();
-    const path = (req.url ?? "/").split("?", 1)[0];
-    const byMethod = table.get(path);
+    const byMethod = table.get(pathOf(req));
     if (!byMethod) return sendLocalError(req, res, requestId, palmError("not_found"));
     const route = byMethod.get(req.method ?? "");
     if (!route) {
@@ -157,7 +156,7 @@ export function createRestHandler(options: RestHandlerOptions): RestHandler {
   function sendLocalError(req: NodeRequest, res: NodeResponse, requestId: string, err: ConnectError): void {
     const contentType = String(req.headers["content-type"] ?? "");
     options.logger.info(
-      { request_id: requestId, protocol: "rest", method: `${req.method} ${(req.url ?? "").split("?", 1)[0]}`, status: httpStatusOf(err), code: reasonOf(err) },
+      { request_id: requestId, protocol: "rest", method: `${req.method} ${pathOf(req)}`, status: httpStatusOf(err), code: reasonOf(err) },
       "request",
     );
     if ("stream" in req && contentType.startsWith("application/grpc") && !contentType.startsWith("application/grpc-web")) {
@@ -191,6 +190,11 @@ export function createRestHandler(options: RestHandlerOptions): RestHandler {
     });
   };
   return Object.assign(handler, { hasPath: (path: string) => table.has(path) });
+}
+
+/** pathOf is a request's path without its query string. */
+export function pathOf(req: NodeRequest): string {
+  return (req.url ?? "/").split("?", 1)[0];
 }
 
 function forwardedHeaders(...sources: Headers[]): Headers {

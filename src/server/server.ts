@@ -16,7 +16,7 @@ import type { Config } from "../config.js";
 import type { Analyzer } from "../inference/analyzer-types.js";
 import type { Logger } from "../log.js";
 import { MAX_BODY_BYTES } from "../rest/rest-body.js";
-import { createRestHandler, type NodeHandlerFn } from "../rest/rest-handler.js";
+import { createRestHandler, pathOf, type NodeHandlerFn } from "../rest/rest-handler.js";
 import { createInterceptors, createRoutes, REST_SERVICES } from "./routes.js";
 
 /** PalmServerOptions configure {@link createPalmServer}. */
@@ -108,7 +108,7 @@ export function createPalmServer(options: PalmServerOptions): PalmServer {
   // "Expect: 100-continue": REST answers it after the key check (rest-handler.ts); everything
   // else gets the 100 at once, as Node would do by itself.
   const checkContinue: NodeHandlerFn = (req, res) => {
-    if (!rest.hasPath((req.url ?? "/").split("?", 1)[0])) res.writeContinue();
+    if (!rest.hasPath(pathOf(req))) res.writeContinue();
     handle(req, res);
   };
   h1.on("checkContinue", checkContinue);

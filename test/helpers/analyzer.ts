@@ -5,22 +5,16 @@
  */
 import { createAnalyzer, type AnalyzerOptions, type EngineAnalyzer } from "../../src/inference/analyzer.js";
 import type { Analyzer } from "../../src/inference/analyzer-types.js";
+import { closeAnalyzerWhenIdle } from "../../src/server/close-analyzer.js";
 
 /** createTestAnalyzer loads models/palm-lines/palm-lines.onnx with one worker by default. */
 export function createTestAnalyzer(options: AnalyzerOptions = {}): Promise<EngineAnalyzer> {
   return createAnalyzer({ workers: 1, ...options });
 }
 
-/**
- * closeWhenIdle waits (up to 10 s) for analyses abandoned by timeouts or cancels to leave the
- * workers, then closes: terminating a worker in the middle of a native inference call aborts the
- * whole process ("terminate called after throwing an instance of 'Napi::Error'").
- */
+/** closeWhenIdle closes a test analyzer once no abandoned analysis runs (see close-analyzer.ts). */
 export async function closeWhenIdle(analyzer: EngineAnalyzer | undefined): Promise<void> {
-  if (!analyzer) return;
-  const deadline = Date.now() + 10_000;
-  while (analyzer.stats().running > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-  await analyzer.close();
+  if (analyzer) await closeAnalyzerWhenIdle(analyzer);
 }
 
 /** createFailingAnalyzer wraps a real analyzer's model name around a fault (internal_error tests). */
