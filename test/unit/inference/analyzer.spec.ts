@@ -153,7 +153,7 @@ describe("Analyzer.analyze()", () => {
   });
 });
 
-describe("Analyzer admission control", () => {
+describe("createAnalyzer() admission control", () => {
   // One worker, one queue place: the second analysis waits, the third is refused.
   let small: EngineAnalyzer;
   const img = () => fixtureImage("negative-background");
