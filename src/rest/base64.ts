@@ -1,25 +1,45 @@
 /**
  * Lenient base64 for REST clients (SPEC.md section 2): standard or URL-safe alphabet, padding
  * optional, whitespace and line breaks ignored, a `data:<type>;base64,` prefix stripped.
+ *
+ * Built for 5 MiB images: one linear regex validates, Node's decoder (which accepts both
+ * alphabets and skips whitespace) decodes; no copies of the string are made on the common path.
  */
 
 const DATA_URL_PREFIX = /^data:[^,]{0,200};base64,/i;
-const ALPHABET = /^[A-Za-z0-9+/_-]*$/;
+/** Every character allowed before the padding. */
+const BODY = /^[A-Za-z0-9+/_\-\s]*$/;
+const WHITESPACE = /\s/g;
 
 /**
  * decodeBase64Lenient decodes `text`, or returns undefined when it is not base64.
  * An empty result (after stripping) returns an empty array: the caller decides it is "missing".
  */
 export function decodeBase64Lenient(text: string): Uint8Array | undefined {
-  let s = text.replace(DATA_URL_PREFIX, "");
-  s = s.replace(/[\s]+/g, "");
-  // Padding only at the very end, at most two characters.
-  const pad = /=*$/.exec(s)?.[0].length ?? 0;
+  let s = text;
+  if (s.length > 5 && (s.charCodeAt(0) | 0x20) === 0x64 /* d */ && /^data:/i.test(s.slice(0, 5))) {
+    s = s.replace(DATA_URL_PREFIX, "");
+  }
+  // Trailing padding (at most two "="), possibly with whitespace around it.
+  let end = s.length;
+  let pad = 0;
+  while (end > 0) {
+    const c = s.charCodeAt(end - 1);
+    if (c === 0x3d /* = */) pad++;
+    else if (!isSpace(c)) break;
+    end--;
+  }
   if (pad > 2) return undefined;
-  s = s.slice(0, s.length - pad);
-  if (!ALPHABET.test(s)) return undefined;
-  if (s.length % 4 === 1) return undefined;
-  if (pad > 0 && (s.length + pad) % 4 !== 0) return undefined;
-  const buf = Buffer.from(s.replace(/-/g, "+").replace(/_/g, "/"), "base64");
+  const body = end === s.length ? s : s.slice(0, end);
+  if (!BODY.test(body)) return undefined;
+  const spaces = body.match(WHITESPACE)?.length ?? 0;
+  const chars = body.length - spaces;
+  if (chars % 4 === 1) return undefined;
+  if (pad > 0 && (chars + pad) % 4 !== 0) return undefined;
+  const buf = Buffer.from(body, "base64");
   return new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength);
+}
+
+function isSpace(c: number): boolean {
+  return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09 || c === 0x0c || c === 0x0b;
 }
