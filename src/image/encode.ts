@@ -24,7 +24,8 @@ export function crc32(bytes: Uint8Array, crc = 0): number {
   return ~c >>> 0;
 }
 
-function chunk(type: string, data: Uint8Array): Buffer {
+/** pngChunk frames one PNG chunk: length, type, data, CRC. */
+export function pngChunk(type: string, data: Uint8Array): Buffer {
   const out = Buffer.alloc(12 + data.length);
   out.writeUInt32BE(data.length, 0);
   out.write(type, 4, "ascii");
@@ -33,7 +34,8 @@ function chunk(type: string, data: Uint8Array): Buffer {
   return out;
 }
 
-const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+/** PNG_SIGNATURE is the 8-byte start of every PNG file. */
+export const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
 
 /** MaskPngOptions configure {@link encodeMaskPng}. */
 export interface MaskPngOptions {
@@ -73,7 +75,7 @@ export function encodeMaskPng(mask: BoxMask, options: MaskPngOptions = {}): Uint
   ihdr[11] = 0; // adaptive filtering (we use None on every row)
   ihdr[12] = 0; // no interlace
   const idat = deflateSync(raw, { level: options.level ?? 6, strategy: zlibConstants.Z_RLE });
-  return Buffer.concat([PNG_SIGNATURE, chunk("IHDR", ihdr), chunk("IDAT", idat), chunk("IEND", new Uint8Array(0))]);
+  return Buffer.concat([PNG_SIGNATURE, pngChunk("IHDR", ihdr), pngChunk("IDAT", idat), pngChunk("IEND", new Uint8Array(0))]);
 }
 
 /** RGB is a colour as 0..255 components. */

@@ -4,7 +4,7 @@
  */
 import { deflateSync } from "node:zlib";
 import sharp from "sharp";
-import { crc32 } from "../../../src/image/encode.js";
+import { PNG_SIGNATURE, pngChunk } from "../../../src/image/encode.js";
 
 /** asymmetricRgb returns a w x h RGB image whose four quadrants have distinct colours: top-left red, top-right green, bottom-left blue, bottom-right white. */
 export function asymmetricRgb(width: number, height: number): Buffer {
@@ -38,15 +38,6 @@ export function solidJpeg(width: number, height: number): Promise<Buffer> {
   return sharp({ create: { width, height, channels: 3, background: { r: 128, g: 128, b: 128 } } }).jpeg().toBuffer();
 }
 
-function pngChunk(type: string, data: Uint8Array): Buffer {
-  const out = Buffer.alloc(12 + data.length);
-  out.writeUInt32BE(data.length, 0);
-  out.write(type, 4, "ascii");
-  out.set(data, 8);
-  out.writeUInt32BE(crc32(out.subarray(4, 8 + data.length)), 8 + data.length);
-  return out;
-}
-
 /**
  * pngBomb is a valid-looking ~100-byte PNG whose header declares width x height 8-bit grey
  * pixels (a decompression bomb when large): the IDAT holds only a few rows of zeros.
@@ -59,7 +50,7 @@ export function pngBomb(width: number, height: number): Buffer {
   ihdr[9] = 0;
   const idat = deflateSync(Buffer.alloc(4 * (width + 1)));
   return Buffer.concat([
-    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    PNG_SIGNATURE,
     pngChunk("IHDR", ihdr),
     pngChunk("IDAT", idat),
     pngChunk("IEND", new Uint8Array(0)),
