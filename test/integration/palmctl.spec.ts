@@ -1,10 +1,12 @@
 /**
- * `npx palmctl` (bin/palmctl.mjs) against a real Redis, with a real server using its keys.
+ * `npx palmctl` (bin/palmctl.mjs, and runPalmctl in-process) against a real Redis, with a real
+ * server using its keys.
  */
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createRedisStore, type RedisStore } from "../../src/auth/redis-store.js";
+import { runPalmctl } from "../../src/cli/palmctl.js";
 import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
 import { closeWhenIdle, createTestAnalyzer } from "../helpers/analyzer.js";
 import { makeImage } from "../helpers/images.js";
@@ -36,17 +38,25 @@ afterAll(async () => {
   await redis?.stop();
 });
 
-async function palmctl(...args: string[]): Promise<string[]> {
-  const { stdout } = await run(process.execPath, ["bin/palmctl.mjs", ...args], {
-    cwd: root,
-    env: { ...process.env, REDIS_URL: redis.url, PALM_REDIS_PREFIX: prefix },
-  });
+const env = () => ({ ...process.env, REDIS_URL: redis.url, PALM_REDIS_PREFIX: prefix });
+
+/** palmctlBin runs the real `bin/palmctl.mjs` (what `npx palmctl` runs). */
+async function palmctlBin(...args: string[]): Promise<string[]> {
+  const { stdout } = await run(process.execPath, ["bin/palmctl.mjs", ...args], { cwd: root, env: env() });
   return stdout.trimEnd().split("\n");
+}
+
+/** palmctl runs the same command in-process against the same Redis (no tsx start-up per call). */
+async function palmctl(...args: string[]): Promise<string[]> {
+  const out: string[] = [];
+  const code = await runPalmctl(args, { env: env(), stdout: (l) => out.push(l), stderr: (l) => out.push(l) });
+  expect(code, out.join("\n")).toBe(0);
+  return out;
 }
 
 describe("palmctl", () => {
   it("creates a key the server accepts, reports usage, and revokes it", async () => {
-    const key = (await palmctl("keys", "create", "--client", "acme", "--plan", "starter")).at(-1)!;
+    const key = (await palmctlBin("keys", "create", "--client", "acme", "--plan", "starter")).at(-1)!;
     expect(key).toMatch(/^palm_live_[0-9a-f]{32}$/);
 
     const ok = await postAnalyze(srv.url, { image }, { "x-api-key": key });
@@ -57,6 +67,6 @@ describe("palmctl", () => {
     await palmctl("keys", "revoke", key);
     const revoked = await postAnalyze(srv.url, { image }, { "x-api-key": key });
     expectErrorBody(revoked.res, revoked.json, 401, "invalid_api_key");
-    expect((await palmctl("keys", "list", "--client", "acme"))[1]).toMatch(/Z  \S+Z$/);
+    expect((await palmctl("keys", "list", "--client", "acme"))[1]).toMatch(/^[0-9a-f]{12}  \S+Z  \S+Z$/);
   });
 });
