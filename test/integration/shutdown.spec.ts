@@ -44,10 +44,10 @@ describe("main", () => {
     // The generated key is printed exactly once and never logged.
     expect(output().split(devKey).length - 1).toBe(1);
     const url = `http://127.0.0.1:${port}`;
-    const image = (await makeImage(640, 480)).toString("base64");
+    const image = (await makeImage(1280, 960)).toString("base64");
 
     const inFlight = postAnalyze(url, { image }, { "x-api-key": devKey });
-    await new Promise((r) => setTimeout(r, 50));
+    await new Promise((r) => setTimeout(r, 150)); // received and analysing (a 1.2 MP analysis takes longer)
     const exited = new Promise<number | null>((resolve) => child!.once("exit", (code) => resolve(code)));
     child!.kill("SIGTERM");
 
