@@ -1,0 +1,475 @@
+/**
+ * `npm run bench [-- --quick] [-- --out FILE.md] [-- --json FILE.json]`: issue 4's benchmark in one run.
+ *
+ * (a) the floor: the engine's own per-image code in-process, stage by stage (bench/floor.ts);
+ * (b) the full request over REST (autocannon) and over gRPC (a @grpc/grpc-js loop) at
+ *     concurrency 1, 2, 4 and 16, against `node --import tsx src/main.ts` as a child process:
+ *     req/s, p50, p99, 200/503 counts and the server's peak RSS (/proc/<pid>/status);
+ * (c) GET /v1/palm/health latency from a 50 Hz probe, idle and while 12 MP analyses saturate the CPUs;
+ * plus c=16 against the default admission bound, to show the 503 overloaded refusals.
+ *
+ * Server configuration for (b) and (c): PALM_WORKERS unset (one worker per core), PALM_MAX_QUEUE=14,
+ * so that all 16 concurrent requests are admitted (2 running + 14 queued on 2 cores) and c=16
+ * measures memory under 16 concurrent 12 MP requests rather than refusals. The overload row uses
+ * the default queue (2 x workers).
+ */
+import { execSync } from "node:child_process";
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import http from "node:http";
+import os from "node:os";
+import autocannon from "autocannon";
+import { PalmService } from "../gen/palm/v1/palm_pb.js";
+import { ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.js";
+import { generateApiKey } from "../src/auth/api-key.js";
+import { callUnary, createGrpcJsClient } from "../test/helpers/grpc.js";
+import { measureFloor, type FloorResult } from "./floor.js";
+import { startServerProcess, trackPeakRss, type ServerProcess } from "./server-process.js";
+import { median, quantile } from "./stats.js";
+import { makeWorkloads, type Workload } from "./workloads.js";
+
+const argv = process.argv.slice(2);
+const QUICK = argv.includes("--quick");
+const argValue = (name: string) => {
+  const i = argv.indexOf(name);
+  return i >= 0 ? argv[i + 1] : undefined;
+};
+const OUT = argValue("--out");
+const JSON_OUT = argValue("--json");
+/** --only NAME: run the workloads whose name starts with NAME (experiments). */
+const ONLY = argValue("--only");
+/** --env K=V[,K=V]: extra environment for the server (experiments, e.g. MALLOC_ARENA_MAX=2). */
+const EXTRA_ENV = Object.fromEntries((argValue("--env") ?? "").split(",").filter(Boolean).map((kv) => kv.split("=", 2) as [string, string]));
+
+const CONCURRENCY = [1, 2, 4, 16] as const;
+/** Requests per cell: enough for a stable p50 in bounded time (the whole run stays under ~6 min). */
+function amountFor(w: Workload, c: number): number {
+  const big = w.width * w.height > 4_000_000;
+  const full = big ? { 1: 8, 2: 12, 4: 16, 16: 48 } : { 1: 16, 2: 24, 4: 32, 16: 64 };
+  const quick = big ? { 1: 3, 2: 4, 4: 8, 16: 16 } : { 1: 4, 2: 6, 4: 8, 16: 16 };
+  return (QUICK ? quick : full)[c as 1 | 2 | 4 | 16];
+}
+const FLOOR_ITERATIONS = QUICK ? 2 : 5;
+const SATURATION_S = QUICK ? 4 : 10;
+const IDLE_PROBE_S = QUICK ? 2 : 5;
+const OVERLOAD_S = QUICK ? 4 : 8;
+const QUEUE = 14;
+
+interface Health {
+  idle: number[];
+  loads: { name: string; probes: number[]; rps: number; peakRss: number }[];
+}
+
+interface Cell {
+  workload: string;
+  protocol: "REST" | "gRPC";
+  c: number;
+  n: number;
+  ok: number;
+  overloaded: number;
+  other: number;
+  /** Non-200 outcomes other than overloaded, by status/code and message (first few). */
+  otherDetails?: string[];
+  rps: number;
+  p50: number;
+  p99: number;
+  peakRss: number;
+}
+
+const log = (...a: unknown[]) => process.stderr.write(a.join(" ") + "\n");
+const mb = (bytes: number) => (bytes / 1e6).toFixed(0);
+const ms = (v: number) => (Number.isFinite(v) ? (v >= 100 ? v.toFixed(0) : v.toFixed(1)) : "–");
+const x = (v: number) => (Number.isFinite(v) ? `${v.toFixed(2)}x` : "–");
+
+// ---------------------------------------------------------------------------------------------
+
+function machine(): Record<string, string> {
+  const cpuinfo = readFileSync("/proc/cpuinfo", "utf8");
+  const model = /^model name\s*:\s*(.+)$/m.exec(cpuinfo)?.[1] ?? os.cpus()[0]?.model ?? "unknown";
+  const memKb = Number(/^MemTotal:\s+(\d+)/m.exec(readFileSync("/proc/meminfo", "utf8"))?.[1] ?? 0);
+  let others = "none seen";
+  try {
+    others = execSync("pgrep -af 'training\\.(train|generate)' || true", { encoding: "utf8" })
+      .split("\n")
+      .filter((l) => l.trim() && !l.includes("pgrep"))
+      .map((l) => l.split(" ").slice(1, 4).join(" "))
+      .join("; ") || "none seen";
+  } catch {
+    // pgrep missing: leave "none seen"
+  }
+  return {
+    nproc: String(os.availableParallelism()),
+    cpu: model,
+    memory: `${(memKb / 1024 / 1024).toFixed(1)} GiB`,
+    node: process.version,
+    kernel: `${os.type()} ${os.release()}`,
+    "load average at start": os.loadavg().map((l) => l.toFixed(2)).join(" "),
+    "other CPU users at start (training)": others,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+
+async function restCell(server: ServerProcess, key: string, w: Workload, c: number, amount: number): Promise<Cell> {
+  const body = JSON.stringify({ image: w.bytes.toString("base64") });
+  const t0 = performance.now();
+  const { value: r, peakRss } = await trackPeakRss(server, () =>
+    autocannon({
+      url: `${server.url}/v1/palm/analyze`,
+      method: "POST",
+      headers: { "content-type": "application/json", "x-api-key": key },
+      body,
+      connections: c,
+      amount,
+      timeout: 120,
+    }),
+  );
+  const overloaded = r.statusCodeStats?.["503"]?.count ?? 0;
+  const otherDetails = Object.entries(r.statusCodeStats ?? {})
+    .filter(([code]) => code !== "200" && code !== "503")
+    .map(([code, v]) => `${v.count} x HTTP ${code}`);
+  if (r.errors + r.timeouts > 0) otherDetails.push(`${r.errors} errors, ${r.timeouts} timeouts`);
+  const wall = (performance.now() - t0) / 1000; // autocannon's own duration is whole seconds
+  return {
+    workload: w.name,
+    protocol: "REST",
+    c,
+    n: r["2xx"] + r.non2xx + r.errors,
+    ok: r["2xx"],
+    overloaded,
+    other: r.non2xx - overloaded + r.errors + r.timeouts,
+    otherDetails,
+    rps: r["2xx"] / wall,
+    p50: r.latency.p50,
+    p99: r.latency.p99,
+    peakRss,
+  };
+}
+
+type GrpcClient = ReturnType<typeof createGrpcJsClient>;
+
+async function grpcCell(server: ServerProcess, client: GrpcClient, key: string, w: Workload, c: number, amount: number): Promise<Cell> {
+  const latencies: number[] = [];
+  let ok = 0;
+  let overloaded = 0;
+  let other = 0;
+  const otherDetails = new Map<string, number>();
+  let started = 0;
+  const t0 = performance.now();
+  const { peakRss } = await trackPeakRss(server, () =>
+    Promise.all(
+      Array.from({ length: c }, async () => {
+        while (started < amount) {
+          started++;
+          const t = performance.now();
+          const r = await callUnary(client, PalmService.method.analyze, { image: w.bytes }, { "x-api-key": key });
+          latencies.push(performance.now() - t);
+          const reason = r.connectError?.findDetails(ErrorInfoSchema)[0]?.reason;
+          if (!r.error) ok++;
+          else if (reason === "overloaded") overloaded++;
+          else {
+            other++;
+            const k = `${r.error.code} ${reason ?? ""} ${r.error.details}`;
+            otherDetails.set(k, (otherDetails.get(k) ?? 0) + 1);
+          }
+        }
+      }),
+    ),
+  );
+  const wall = (performance.now() - t0) / 1000;
+  return {
+    workload: w.name,
+    protocol: "gRPC",
+    c,
+    n: latencies.length,
+    ok,
+    overloaded,
+    other,
+    otherDetails: [...otherDetails].map(([k, n]) => `${n} x ${k}`),
+    rps: ok / wall,
+    p50: median(latencies),
+    p99: quantile(latencies, 0.99),
+    peakRss,
+  };
+}
+
+/** probeHealth GETs /v1/palm/health every `intervalMs` (one at a time, keep-alive) until `stop` resolves. */
+async function probeHealth(url: string, stop: Promise<unknown>, intervalMs = 20): Promise<number[]> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  let done = false;
+  void stop.then(() => (done = true));
+  const latencies: number[] = [];
+  while (!done) {
+    const t = performance.now();
+    await new Promise<void>((resolve, reject) => {
+      http
+        .get(`${url}/v1/palm/health`, { agent }, (res) => {
+          res.resume();
+          res.on("end", () => (res.statusCode === 200 ? resolve() : reject(new Error(`health ${res.statusCode}`))));
+        })
+        .on("error", reject);
+    });
+    latencies.push(performance.now() - t);
+    const wait = intervalMs - (performance.now() - t);
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+  }
+  agent.destroy();
+  return latencies;
+}
+
+const sleep = (s: number) => new Promise((r) => setTimeout(r, s * 1000));
+
+// ---------------------------------------------------------------------------------------------
+
+async function main(): Promise<void> {
+  const began = performance.now();
+  const host = machine();
+  log(`bench: ${QUICK ? "quick" : "full"} run on ${host.nproc} x ${host.cpu}`);
+  const made = await makeWorkloads();
+  const dir = made.dir;
+  const workloads = made.workloads.filter((w) => ONLY === undefined || w.name.startsWith(ONLY));
+  try {
+    for (const w of workloads) log(`workload ${w.name}: ${w.width}x${w.height} ${w.format}, ${(w.bytes.byteLength / 1e6).toFixed(2)} MB`);
+
+    // (a) the floor, before the server starts: nothing else of ours competes for the CPUs.
+    log("floor: in-process stages ...");
+    const floor = await measureFloor(workloads, { iterations: FLOOR_ITERATIONS });
+
+    // (b) the full request.
+    const key = generateApiKey();
+    const env = { PALM_DEV_KEY: key, PALM_MAX_QUEUE: String(QUEUE), LOG_LEVEL: "info", PALM_ANALYZE_TIMEOUT_MS: "120000", ...EXTRA_ENV };
+    const server = await startServerProcess(env);
+    const idleRss = server.memory().rss;
+    const cells: Cell[] = [];
+    let health: Health;
+    let exitCode: number | null;
+    try {
+      for (const w of workloads) {
+        for (const protocol of ["REST", "gRPC"] as const) {
+          // A fresh gRPC connection per workload (an HTTP/2 session idle for the whole REST part
+          // would meet the server's idle timeout). Warm-up, untimed: the first requests of a size
+          // grow the allocators and the connection's flow-control windows.
+          const grpc = protocol === "gRPC" ? createGrpcJsClient(server.port) : undefined;
+          try {
+            if (grpc) await grpcCell(server, grpc, key, w, 2, 2);
+            else await restCell(server, key, w, 2, 2);
+            for (const c of CONCURRENCY) {
+              const amount = amountFor(w, c);
+              const cell = grpc ? await grpcCell(server, grpc, key, w, c, amount) : await restCell(server, key, w, c, amount);
+              cells.push(cell);
+              log(
+                `${w.name} ${protocol} c=${c}: n=${cell.n} 200=${cell.ok} 503=${cell.overloaded} other=${cell.other} ` +
+                  `${cell.rps.toFixed(2)} req/s p50=${ms(cell.p50)} p99=${ms(cell.p99)} ms peak RSS ${mb(cell.peakRss)} MB` +
+                  (cell.otherDetails?.length ? ` (${cell.otherDetails.join("; ")})` : ""),
+              );
+            }
+          } finally {
+            grpc?.close();
+          }
+        }
+      }
+
+      // (c) health: idle, then while 12 MP analyses keep both cores busy (c=4: 2 running, 2 queued),
+      // once over REST (JSON + base64 on the main thread) and once over gRPC (binary).
+      log("health probe: idle ...");
+      await sleep(1);
+      const idle = await probeHealth(server.url, sleep(IDLE_PROBE_S));
+      const big = workloads[0];
+      log("health probe: under 12 MP REST load ...");
+      const restLoad = trackPeakRss(server, () =>
+        autocannon({
+          url: `${server.url}/v1/palm/analyze`,
+          method: "POST",
+          headers: { "content-type": "application/json", "x-api-key": key },
+          body: JSON.stringify({ image: big.bytes.toString("base64") }),
+          connections: 4,
+          duration: SATURATION_S,
+          timeout: 120,
+        }),
+      );
+      await sleep(1.5); // let the load reach steady state before probing
+      const restProbe = await probeHealth(server.url, restLoad);
+      const { value: rl, peakRss: restPeak } = await restLoad;
+      log("health probe: under 12 MP gRPC load ...");
+      const grpc = createGrpcJsClient(server.port);
+      let grpcDone = 0;
+      const grpcStarted = performance.now();
+      const grpcLoad = trackPeakRss(server, async () => {
+        const until = performance.now() + SATURATION_S * 1000;
+        await Promise.all(
+          Array.from({ length: 4 }, async () => {
+            while (performance.now() < until) {
+              const r = await callUnary(grpc, PalmService.method.analyze, { image: big.bytes }, { "x-api-key": key });
+              if (!r.error) grpcDone++;
+            }
+          }),
+        );
+      });
+      await sleep(1.5);
+      const grpcProbe = await probeHealth(server.url, grpcLoad);
+      const { peakRss: grpcPeak } = await grpcLoad;
+      grpc.close();
+      health = {
+        idle,
+        loads: [
+          { name: "12 MP REST analyses at c=4", probes: restProbe, rps: rl["2xx"] / rl.duration, peakRss: restPeak },
+          { name: "12 MP gRPC analyses at c=4", probes: grpcProbe, rps: grpcDone / ((performance.now() - grpcStarted) / 1000), peakRss: grpcPeak },
+        ],
+      };
+    } finally {
+      exitCode = await server.stop();
+    }
+
+    // Overload: the default admission bound (2 x workers queued) at c=16.
+    log("overload: c=16 against the default queue ...");
+    let overload: Cell;
+    const dflt = await startServerProcess({ PALM_DEV_KEY: key, LOG_LEVEL: "info", ...EXTRA_ENV });
+    try {
+      const big = workloads[0];
+      await restCell(dflt, key, big, 2, 2);
+      const { value: r, peakRss } = await trackPeakRss(dflt, () =>
+        autocannon({
+          url: `${dflt.url}/v1/palm/analyze`,
+          method: "POST",
+          headers: { "content-type": "application/json", "x-api-key": key },
+          body: JSON.stringify({ image: big.bytes.toString("base64") }),
+          connections: 16,
+          duration: OVERLOAD_S,
+          timeout: 120,
+        }),
+      );
+      const s503 = r.statusCodeStats?.["503"]?.count ?? 0;
+      overload = {
+        workload: big.name,
+        protocol: "REST",
+        c: 16,
+        n: r["2xx"] + r.non2xx + r.errors,
+        ok: r["2xx"],
+        overloaded: s503,
+        other: r.non2xx - s503 + r.errors + r.timeouts,
+        rps: r["2xx"] / r.duration,
+        p50: r.latency.p50,
+        p99: r.latency.p99,
+        peakRss,
+      };
+    } finally {
+      await dflt.stop();
+    }
+
+    const elapsed = (performance.now() - began) / 1000;
+    const md = report({ host, workloads, floor, cells, health, overload, idleRss, exitCode, elapsed });
+    process.stdout.write(md);
+    if (OUT) writeFileSync(OUT, md);
+    if (JSON_OUT) writeFileSync(JSON_OUT, JSON.stringify({ host, floor, cells, health, overload, idleRss, elapsed }, null, 2));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+function report(r: {
+  host: Record<string, string>;
+  workloads: Workload[];
+  floor: FloorResult[];
+  cells: Cell[];
+  health: Health;
+  overload: Cell;
+  idleRss: number;
+  exitCode: number | null;
+  elapsed: number;
+}): string {
+  const lines: string[] = [];
+  const out = (s = "") => lines.push(s);
+  out(`## Benchmark run (${QUICK ? "quick" : "full"}), ${new Date().toISOString()}`);
+  out();
+  out("| machine | |");
+  out("|---|---|");
+  for (const [k, v] of Object.entries(r.host)) out(`| ${k} | ${v} |`);
+  out();
+  out(`Command: \`npm run bench${argv.length ? ` -- ${argv.join(" ")}` : ""}\` — total ${r.elapsed.toFixed(0)} s. Server: \`node --import tsx src/main.ts\`, ` +
+    `in-memory store, PALM_WORKERS unset (${r.host.nproc} workers), PALM_MAX_QUEUE=${QUEUE}, LOG_LEVEL=info (stdout discarded); ` +
+    `idle RSS after start ${mb(r.idleRss)} MB; exit code after SIGTERM ${r.exitCode}.`);
+  out();
+  out("### Workloads");
+  out();
+  out("| workload | size | file |");
+  out("|---|---|---|");
+  for (const w of r.workloads) out(`| ${w.name} | ${w.width}x${w.height} | ${w.format.toUpperCase()}, ${(w.bytes.byteLength / 1e6).toFixed(2)} MB |`);
+  out();
+  out(`### (a) Floor: the engine's code in-process, median of ${r.floor[0]?.iterations} runs (ms)`);
+  out();
+  out("| workload | sharp decode | resize to model input | ONNX 1 pass | ONNX engine (passes) | postprocess | 3 mask PNGs | overlay JPEG | **floor = analyzeImage()** | lines detected |");
+  out("|---|---|---|---|---|---|---|---|---|---|");
+  for (const f of r.floor) {
+    out(
+      `| ${f.workload} | ${ms(f.decode)} | ${ms(f.resize)} | ${ms(f.inferOnePass)} | ${ms(f.inferEngine)} (${f.passes}) | ${ms(f.postprocess)} | ` +
+        `${ms(f.maskEncode)} | ${ms(f.overlayEncode)} | **${ms(f.total)}** | ${f.detected.join(", ") || "none"} |`,
+    );
+  }
+  out();
+  out("### (b) Full request, server as a child process");
+  out();
+  out("| workload | protocol | c | requests | 200 | 503 | other | req/s (200s) | p50 ms | p99 ms | peak RSS MB |");
+  out("|---|---|---|---|---|---|---|---|---|---|---|");
+  for (const c of [...r.cells, { ...r.overload, protocol: "REST (default queue)" as Cell["protocol"] }]) {
+    out(
+      `| ${c.workload} | ${c.protocol} | ${c.c} | ${c.n} | ${c.ok} | ${c.overloaded} | ${c.other} | ${c.rps.toFixed(2)} | ${ms(c.p50)} | ${ms(c.p99)} | ${mb(c.peakRss)} |`,
+    );
+  }
+  out();
+  const others = [...r.cells, r.overload].filter((c) => c.otherDetails?.length);
+  for (const c of others) out(`- other outcomes, ${c.workload} ${c.protocol} c=${c.c}: ${c.otherDetails!.join("; ")}`);
+  if (others.length) out();
+  out(
+    `The last row runs c=16 for ${OVERLOAD_S} s against the default admission bound (${r.host.nproc} running + ${2 * Number(r.host.nproc)} queued): ` +
+      "the excess is refused at once with 503 overloaded, so its latency percentiles mix fast refusals with full analyses.",
+  );
+  out();
+  const hi = r.health.idle;
+  out("### (c) GET /v1/palm/health, 50 Hz probe, one request at a time (ms)");
+  out();
+  out("| condition | probes | p50 | p99 | max |");
+  out("|---|---|---|---|---|");
+  out(`| idle | ${hi.length} | ${ms(median(hi))} | ${ms(quantile(hi, 0.99))} | ${ms(Math.max(...hi))} |`);
+  for (const l of r.health.loads) {
+    out(
+      `| ${l.name} (${l.rps.toFixed(2)} req/s, peak RSS ${mb(l.peakRss)} MB) | ${l.probes.length} | ` +
+        `${ms(median(l.probes))} | ${ms(quantile(l.probes, 0.99))} | ${ms(Math.max(...l.probes))} |`,
+    );
+  }
+  out();
+
+  // Ratios and targets.
+  const cell = (w: string, p: string, c: number) => r.cells.find((k) => k.workload === w && k.protocol === p && k.c === c);
+  out("### Ratios and targets");
+  out();
+  out("| ratio | workload | REST | gRPC | target |");
+  out("|---|---|---|---|---|");
+  for (const f of r.floor) {
+    const rest = cell(f.workload, "REST", 1)!;
+    const grpc = cell(f.workload, "gRPC", 1)!;
+    const target = f.workload.startsWith("12MP") ? "≤ 1.25x" : "(none)";
+    out(`| e2e p50 at c=1 / floor | ${f.workload} | ${x(rest.p50 / f.total)} | ${x(grpc.p50 / f.total)} | ${target} |`);
+  }
+  for (const f of r.floor) {
+    const t = (p: string) => cell(f.workload, p, 2)!.rps / cell(f.workload, p, 1)!.rps;
+    out(`| req/s c=2 / c=1 | ${f.workload} | ${x(t("REST"))} | ${x(t("gRPC"))} | ≥ 1.7x |`);
+  }
+  for (const f of r.floor) {
+    const t = (p: string) => cell(f.workload, p, 4)!.rps / cell(f.workload, p, 1)!.rps;
+    out(`| req/s c=4 / c=1 | ${f.workload} | ${x(t("REST"))} | ${x(t("gRPC"))} | (none) |`);
+  }
+  const big = r.floor[0]?.workload;
+  const b16 = (p: string) => cell(big, p, 16)!.peakRss;
+  out(`| peak RSS, 16 concurrent | ${big} | ${mb(b16("REST"))} MB | ${mb(b16("gRPC"))} MB | ≤ 1500 MB |`);
+  const [hr, hg] = r.health.loads.map((l) => quantile(l.probes, 0.99));
+  out(`| health p99 under saturation | 12MP load | ${ms(hr)} ms | ${ms(hg)} ms | ≤ 20 ms |`);
+  out(`| health p99 loaded / idle | 12MP load | ${x(hr / quantile(hi, 0.99))} | ${x(hg / quantile(hi, 0.99))} | (reported) |`);
+  out();
+  return lines.join("\n") + "\n";
+}
+
+main().catch((e) => {
+  process.stderr.write(`bench failed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
+  process.exit(1);
+});
