@@ -33,6 +33,8 @@ export interface FloorResult {
   overlayEncode: number;
   /** Whole analyzeImage(), the floor of one request. */
   total: number;
+  /** CPU cores busy during analyzeImage() (process CPU time / wall time): above 1 where sharp's threads overlap. */
+  cores: number;
   /** Lines detected in the last run (so a reader knows which path the image took). */
   detected: string[];
 }
@@ -67,7 +69,11 @@ export async function measureFloor(workloads: readonly Workload[], options: Floo
         t = performance.now();
         await session.run(pre.tensor);
         add("infer", performance.now() - t);
+        const cpu0 = process.cpuUsage();
+        const t0 = performance.now();
         const { result, timings } = await analyzeImage(w.bytes, session);
+        const cpu = process.cpuUsage(cpu0);
+        add("cores", (cpu.user + cpu.system) / 1000 / (performance.now() - t0));
         for (const k of Object.keys(timings) as (keyof StageTimings)[]) add(`engine.${k}`, timings[k]);
         detected = Object.entries(result.stats)
           .filter(([, s]) => s.detected)
@@ -86,6 +92,7 @@ export async function measureFloor(workloads: readonly Workload[], options: Floo
         maskEncode: m("engine.maskEncode"),
         overlayEncode: m("engine.overlayEncode"),
         total: m("engine.total"),
+        cores: m("cores"),
         detected,
       });
     }

@@ -73,6 +73,8 @@ interface Cell {
   p50: number;
   p99: number;
   peakRss: number;
+  /** Server CPU use during the cell, in cores. */
+  cpu: number;
 }
 
 const log = (...a: unknown[]) => process.stderr.write(a.join(" ") + "\n");
@@ -112,7 +114,7 @@ function machine(): Record<string, string> {
 async function restCell(server: ServerProcess, key: string, w: Workload, c: number, amount: number): Promise<Cell> {
   const body = JSON.stringify({ image: w.bytes.toString("base64") });
   const t0 = performance.now();
-  const { value: r, peakRss } = await trackPeakRss(server, () =>
+  const { value: r, peakRss, cpuCores } = await trackPeakRss(server, () =>
     autocannon({
       url: `${server.url}/v1/palm/analyze`,
       method: "POST",
@@ -142,6 +144,7 @@ async function restCell(server: ServerProcess, key: string, w: Workload, c: numb
     p50: r.latency.p50,
     p99: r.latency.p99,
     peakRss,
+    cpu: cpuCores,
   };
 }
 
@@ -155,7 +158,7 @@ async function grpcCell(server: ServerProcess, client: GrpcClient, key: string, 
   const otherDetails = new Map<string, number>();
   let started = 0;
   const t0 = performance.now();
-  const { peakRss } = await trackPeakRss(server, () =>
+  const { peakRss, cpuCores } = await trackPeakRss(server, () =>
     Promise.all(
       Array.from({ length: c }, async () => {
         while (started < amount) {
@@ -189,6 +192,7 @@ async function grpcCell(server: ServerProcess, client: GrpcClient, key: string, 
     p50: median(latencies),
     p99: quantile(latencies, 0.99),
     peakRss,
+    cpu: cpuCores,
   };
 }
 
@@ -258,7 +262,7 @@ async function main(): Promise<void> {
               cells.push(cell);
               log(
                 `${w.name} ${protocol} c=${c}: n=${cell.n} 200=${cell.ok} 503=${cell.overloaded} other=${cell.other} ` +
-                  `${cell.rps.toFixed(2)} req/s p50=${ms(cell.p50)} p99=${ms(cell.p99)} ms peak RSS ${mb(cell.peakRss)} MB` +
+                  `${cell.rps.toFixed(2)} req/s p50=${ms(cell.p50)} p99=${ms(cell.p99)} ms peak RSS ${mb(cell.peakRss)} MB CPU ${cell.cpu.toFixed(2)}` +
                   (cell.otherDetails?.length ? ` (${cell.otherDetails.join("; ")})` : ""),
               );
             }
@@ -326,7 +330,7 @@ async function main(): Promise<void> {
     try {
       const big = workloads[0];
       await restCell(dflt, key, big, 2, 2);
-      const { value: r, peakRss } = await trackPeakRss(dflt, () =>
+      const { value: r, peakRss, cpuCores } = await trackPeakRss(dflt, () =>
         autocannon({
           url: `${dflt.url}/v1/palm/analyze`,
           method: "POST",
@@ -350,6 +354,7 @@ async function main(): Promise<void> {
         p50: r.latency.p50,
         p99: r.latency.p99,
         peakRss,
+        cpu: cpuCores,
       };
     } finally {
       await dflt.stop();
@@ -398,22 +403,22 @@ function report(r: {
   out();
   out(`### (a) Floor: the engine's code in-process, median of ${r.floor[0]?.iterations} runs (ms)`);
   out();
-  out("| workload | sharp decode | resize to model input | ONNX 1 pass | ONNX engine (passes) | postprocess | 3 mask PNGs | overlay JPEG | **floor = analyzeImage()** | lines detected |");
-  out("|---|---|---|---|---|---|---|---|---|---|");
+  out("| workload | sharp decode | resize to model input | ONNX 1 pass | ONNX engine (passes) | postprocess | 3 mask PNGs | overlay JPEG | **floor = analyzeImage()** | CPU cores used | lines detected |");
+  out("|---|---|---|---|---|---|---|---|---|---|---|");
   for (const f of r.floor) {
     out(
       `| ${f.workload} | ${ms(f.decode)} | ${ms(f.resize)} | ${ms(f.inferOnePass)} | ${ms(f.inferEngine)} (${f.passes}) | ${ms(f.postprocess)} | ` +
-        `${ms(f.maskEncode)} | ${ms(f.overlayEncode)} | **${ms(f.total)}** | ${f.detected.join(", ") || "none"} |`,
+        `${ms(f.maskEncode)} | ${ms(f.overlayEncode)} | **${ms(f.total)}** | ${f.cores.toFixed(2)} | ${f.detected.join(", ") || "none"} |`,
     );
   }
   out();
   out("### (b) Full request, server as a child process");
   out();
-  out("| workload | protocol | c | requests | 200 | 503 | other | req/s (200s) | p50 ms | p99 ms | peak RSS MB |");
-  out("|---|---|---|---|---|---|---|---|---|---|---|");
+  out("| workload | protocol | c | requests | 200 | 503 | other | req/s (200s) | p50 ms | p99 ms | peak RSS MB | server CPU (cores) |");
+  out("|---|---|---|---|---|---|---|---|---|---|---|---|");
   for (const c of [...r.cells, { ...r.overload, protocol: "REST (default queue)" as Cell["protocol"] }]) {
     out(
-      `| ${c.workload} | ${c.protocol} | ${c.c} | ${c.n} | ${c.ok} | ${c.overloaded} | ${c.other} | ${c.rps.toFixed(2)} | ${ms(c.p50)} | ${ms(c.p99)} | ${mb(c.peakRss)} |`,
+      `| ${c.workload} | ${c.protocol} | ${c.c} | ${c.n} | ${c.ok} | ${c.overloaded} | ${c.other} | ${c.rps.toFixed(2)} | ${ms(c.p50)} | ${ms(c.p99)} | ${mb(c.peakRss)} | ${c.cpu.toFixed(2)} |`,
     );
   }
   out();

@@ -17,6 +17,8 @@ export interface ServerProcess {
   readonly url: string;
   /** memory returns the current and peak resident set size in bytes. */
   memory(): { rss: number; hwm: number };
+  /** cpuSeconds returns the user + system CPU time the process has used, in seconds. */
+  cpuSeconds(): number;
   /** resetPeak makes VmHWM start again from the current RSS (false where the kernel refuses). */
   resetPeak(): boolean;
   /** stop sends SIGTERM and waits for the exit code. */
@@ -55,10 +57,13 @@ function statusBytes(pid: number, field: string): number {
   return m ? Number(m[1]) * 1024 : Number.NaN;
 }
 
-/** startServerProcess starts src/main.ts with `env` added to this process's environment. */
-export async function startServerProcess(env: Record<string, string>): Promise<ServerProcess> {
+/**
+ * startServerProcess starts src/main.ts with `env` added to this process's environment and
+ * `nodeArgs` (e.g. --cpu-prof) before the script.
+ */
+export async function startServerProcess(env: Record<string, string>, nodeArgs: readonly string[] = []): Promise<ServerProcess> {
   const port = await freePort();
-  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+  const child = spawn(process.execPath, [...nodeArgs, "--import", "tsx", "src/main.ts"], {
     cwd: ROOT,
     env: { ...process.env, REDIS_URL: "", PORT: String(port), HOST: "127.0.0.1", ...env },
     stdio: ["ignore", "ignore", "pipe"],
@@ -79,6 +84,12 @@ export async function startServerProcess(env: Record<string, string>): Promise<S
     port,
     url,
     memory: () => ({ rss: statusBytes(pid, "VmRSS"), hwm: statusBytes(pid, "VmHWM") }),
+    cpuSeconds: () => {
+      // /proc/<pid>/stat: utime and stime are fields 14 and 15, in clock ticks (USER_HZ = 100).
+      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      return (Number(fields[11]) + Number(fields[12])) / 100;
+    },
     resetPeak() {
       try {
         writeFileSync(`/proc/${pid}/clear_refs`, "5");
@@ -100,9 +111,15 @@ export async function startServerProcess(env: Record<string, string>): Promise<S
 /**
  * trackPeakRss runs `fn` while sampling the server's VmRSS every 50 ms; the peak is the larger
  * of the samples and VmHWM (reset before `fn`), so short spikes between samples are counted.
+ * Also returns the server's CPU use during `fn`, in cores (1.0 = one core busy all along).
  */
-export async function trackPeakRss<T>(server: ServerProcess, fn: () => Promise<T>): Promise<{ value: T; peakRss: number }> {
+export async function trackPeakRss<T>(
+  server: ServerProcess,
+  fn: () => Promise<T>,
+): Promise<{ value: T; peakRss: number; cpuCores: number }> {
   const hwmReset = server.resetPeak();
+  const cpu0 = server.cpuSeconds();
+  const t0 = performance.now();
   let peak = server.memory().rss;
   const timer = setInterval(() => {
     try {
@@ -115,7 +132,8 @@ export async function trackPeakRss<T>(server: ServerProcess, fn: () => Promise<T
     const value = await fn();
     const { rss, hwm } = server.memory();
     peak = Math.max(peak, rss, hwReset(hwmReset, hwm));
-    return { value, peakRss: peak };
+    const cpuCores = (server.cpuSeconds() - cpu0) / ((performance.now() - t0) / 1000);
+    return { value, peakRss: peak, cpuCores };
   } finally {
     clearInterval(timer);
   }
