@@ -98,8 +98,18 @@ describe("analyzeImage()", () => {
     for (const line of LINE_NAMES) {
       const pred = await decodeMask(result.masks[line]);
       const f1 = tolerantF1(pred.data, truth[line], w, h, factor).f1;
-      expect(result.stats[line].detected).toBe(true);
       expect(f1, line).toBeGreaterThanOrEqual(0.9);
+      // Stats of a detected line agree with its mask (SPEC.md section 3).
+      const on = pred.data.reduce((n, v) => n + (v === 255 ? 1 : 0), 0);
+      expect(result.stats[line]).toEqual({
+        pixels: on,
+        confidence: expect.any(Number),
+        coverage: Math.round((10_000 * on) / (w * h)) / 100,
+        detected: true,
+      });
+      expect(on).toBeGreaterThan(0);
+      expect(result.stats[line].confidence).toBeGreaterThan(0.5); // every mask pixel is above the 0.5 threshold
+      expect(result.stats[line].confidence).toBeLessThanOrEqual(1);
     }
   });
 
