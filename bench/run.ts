@@ -44,7 +44,7 @@ const CONCURRENCY = [1, 2, 4, 16] as const;
 /** Requests per cell: enough for a stable p50 in bounded time (the whole run stays under ~6 min). */
 function amountFor(w: Workload, c: number): number {
   const big = w.width * w.height > 4_000_000;
-  const full = big ? { 1: 8, 2: 12, 4: 16, 16: 48 } : { 1: 16, 2: 24, 4: 32, 16: 64 };
+  const full = big ? { 1: 8, 2: 12, 4: 16, 16: 48 } : { 1: 12, 2: 16, 4: 24, 16: 48 };
   const quick = big ? { 1: 3, 2: 4, 4: 8, 16: 16 } : { 1: 4, 2: 6, 4: 8, 16: 16 };
   return (QUICK ? quick : full)[c as 1 | 2 | 4 | 16];
 }
