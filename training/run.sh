@@ -13,7 +13,7 @@ RUN=${RUN:-training/runs/main}
 MODEL=${MODEL:-models/palm-lines/palm-lines.onnx}
 CALIB=${CALIB:-models/palm-lines/calibration.json}
 N_TRAIN=${N_TRAIN:-5000}
-STEPS=${STEPS:-1500}
+STEPS=${STEPS:-3000}
 
 data() {
   $PY -m training.generate --out "$D/train" --n "$N_TRAIN" --seed 1
@@ -25,7 +25,7 @@ data() {
 }
 train() {
   mkdir -p "$RUN"
-  $PY -m training.train --data "$D/train" --out "$RUN" --steps "$STEPS" --seed 0 --export "$MODEL" --calib "$CALIB" "$@"
+  $PY -m training.train --data "$D/train" --out "$RUN" --steps "$STEPS" --seed 0 --crop 160 --crop-frac 0.8 --export "$MODEL" --calib "$CALIB" "$@"
 }
 export_() { $PY -m training.export --ckpt "$RUN/final.pt" --out "$MODEL" --calib "$CALIB"; }
 evaluate() {
