@@ -208,7 +208,9 @@ function distanceTo(seed: Uint8Array, size: number): Float32Array {
 /**
  * selectLine keeps the anatomically plausible part of one line's probability map: components
  * above the threshold, specks (under a quarter of minPixels) dropped; each remaining component
- * is scored by its probability mass inside or near the palm (within 8% of S of the palm mask);
+ * must lie mostly (at least half its probability mass) on or next to the palm (within 3% of S
+ * of the palm mask: the model's lines are trained inside the palm, so a crease on a finger or
+ * the wrist is not one), and is scored by that mass;
  * the best one is kept together with sizeable pieces of the same crease broken off it (mass at
  * least 25% of the best, within 6% of S). Detected = kept pixels >= minPixels and mean
  * probability >= minConfidence.
@@ -223,7 +225,7 @@ export function selectLine(prob: Float32Array, size: number, options: SelectLine
   let nearPalm: Float32Array | null = null;
   if (options.palmDistance !== undefined) nearPalm = options.palmDistance;
   else if (options.palmProb) nearPalm = palmDistanceMap(options.palmProb, size, options.palmThreshold ?? 0.5);
-  const nearLimit = 0.08 * size;
+  const nearLimit = 0.03 * size;
 
   const mass = new Float64Array(comps.count + 1);
   const plausible = new Float64Array(comps.count + 1);
@@ -236,7 +238,7 @@ export function selectLine(prob: Float32Array, size: number, options: SelectLine
   const speck = Math.max(2, options.minPixels / 4);
   let best = 0;
   for (let k = 1; k <= comps.count; k++) {
-    if (comps.sizes[k] < speck || plausible[k] <= 0) continue;
+    if (comps.sizes[k] < speck || plausible[k] <= 0 || plausible[k] < 0.5 * mass[k]) continue;
     if (best === 0 || plausible[k] > plausible[best]) best = k;
   }
   if (best === 0) return none;

@@ -64,6 +64,17 @@ describe("selectLine()", () => {
     expect(sel.kept[1 * S + 20]).toBe(0);
   });
 
+  it("drops a crease lying mostly off the palm (a finger or wrist crease), even the strongest", () => {
+    const palm = map([[8, 8, 56, 40]]); // palm rows 8..39
+    const prob = map([
+      [10, 30, 40, 32], // on the palm: 60 px
+      [10, 36, 50, 50, 0.95], // starts on the palm, mostly below it (the wrist): 560 px
+    ]);
+    const sel = selectLine(prob, S, { ...opts, palmProb: palm, palmThreshold: 0.5 });
+    expect(sel.pixels).toBe(60);
+    expect(sel.kept[45 * S + 20]).toBe(0);
+  });
+
   it("keeps a sizeable piece broken off the same crease, drops a speck", () => {
     const prob = map([
       [5, 30, 30, 32], // 50 px
