@@ -60,8 +60,8 @@ describe("Analyzer.analyze()", () => {
       scores[line] = tolerantF1(pred.data, truth.data, truth.width, truth.height, TOLERANCE_PX).f1;
     }
     for (const line of LINE_NAMES) {
-      expect.soft(r.stats[line].detected, `${line} detected`).toBe(true);
-      expect.soft(scores[line], `${line} F1 (all: ${JSON.stringify(scores)})`).toBeGreaterThanOrEqual(OVERLAP_BOUND);
+      expect.soft(r.stats[line].detected, `${name} ${line} detected`).toBe(true);
+      expect.soft(scores[line], `${name} ${line} F1 (all: ${JSON.stringify(scores)})`).toBeGreaterThanOrEqual(OVERLAP_BOUND);
     }
   });
 
