@@ -145,11 +145,10 @@ export interface SelectLineOptions {
   minPixels: number;
   /** ... and mean probability >= minConfidence. */
   minConfidence: number;
-  /** Palm probability map of the same pass (S x S), for the "inside or near the palm" test; omit to skip it. */
-  palmProb?: Float32Array;
-  /** Palm threshold. */
-  palmThreshold?: number;
-  /** Precomputed {@link palmDistanceMap} of palmProb (saves recomputing it for each line). */
+  /**
+   * {@link palmDistanceMap} of the same pass's palm channel, for the "on the palm" test;
+   * null or omitted skips the test.
+   */
   palmDistance?: Float32Array | null;
 }
 
@@ -222,9 +221,7 @@ export function selectLine(prob: Float32Array, size: number, options: SelectLine
   const comps = labelComponents(prob, size, size, options.threshold);
   if (comps.count === 0) return none;
 
-  let nearPalm: Float32Array | null = null;
-  if (options.palmDistance !== undefined) nearPalm = options.palmDistance;
-  else if (options.palmProb) nearPalm = palmDistanceMap(options.palmProb, size, options.palmThreshold ?? 0.5);
+  const nearPalm = options.palmDistance ?? null;
   const nearLimit = 0.03 * size;
 
   const mass = new Float64Array(comps.count + 1);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { countMask, maskToBytes } from "../../../src/image/mask.js";
-import { findPalm, labelComponents, palmCropBox, renderFullMask, selectLine } from "../../../src/inference/postprocess.js";
+import { findPalm, labelComponents, palmCropBox, palmDistanceMap, renderFullMask, selectLine } from "../../../src/inference/postprocess.js";
 
 const S = 64;
 
@@ -57,7 +57,7 @@ describe("selectLine()", () => {
       [10, 30, 50, 32], // inside the palm: 80 px
       [0, 0, 60, 3], // bigger, but far outside the palm
     ]);
-    const sel = selectLine(prob, S, { ...opts, palmProb: palm, palmThreshold: 0.5 });
+    const sel = selectLine(prob, S, { ...opts, palmDistance: palmDistanceMap(palm, S, 0.5) });
     expect(sel.detected).toBe(true);
     expect(sel.pixels).toBe(80);
     expect(sel.kept[31 * S + 20]).toBe(1);
@@ -70,7 +70,7 @@ describe("selectLine()", () => {
       [10, 30, 40, 32], // on the palm: 60 px
       [10, 36, 50, 50, 0.95], // starts on the palm, mostly below it (the wrist): 560 px
     ]);
-    const sel = selectLine(prob, S, { ...opts, palmProb: palm, palmThreshold: 0.5 });
+    const sel = selectLine(prob, S, { ...opts, palmDistance: palmDistanceMap(palm, S, 0.5) });
     expect(sel.pixels).toBe(60);
     expect(sel.kept[45 * S + 20]).toBe(0);
   });
