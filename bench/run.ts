@@ -88,16 +88,6 @@ function machine(): Record<string, string> {
   const cpuinfo = readFileSync("/proc/cpuinfo", "utf8");
   const model = /^model name\s*:\s*(.+)$/m.exec(cpuinfo)?.[1] ?? os.cpus()[0]?.model ?? "unknown";
   const memKb = Number(/^MemTotal:\s+(\d+)/m.exec(readFileSync("/proc/meminfo", "utf8"))?.[1] ?? 0);
-  let others = "none seen";
-  try {
-    others = execSync("pgrep -af 'training\\.(train|generate)' || true", { encoding: "utf8" })
-      .split("\n")
-      .filter((l) => l.trim() && !l.includes("pgrep"))
-      .map((l) => l.split(" ").slice(1, 4).join(" "))
-      .join("; ") || "none seen";
-  } catch {
-    // pgrep missing: leave "none seen"
-  }
   return {
     nproc: String(os.availableParallelism()),
     cpu: model,
@@ -105,8 +95,23 @@ function machine(): Record<string, string> {
     node: process.version,
     kernel: `${os.type()} ${os.release()}`,
     "load average at start": os.loadavg().map((l) => l.toFixed(2)).join(" "),
-    "other CPU users at start (training)": others,
+    "other CPU users at start (training)": otherCpuUsers(),
   };
+}
+
+/** otherCpuUsers lists the model-training processes running now (they share the CPUs). */
+function otherCpuUsers(): string {
+  let others = "none seen";
+  try {
+    others = execSync("pgrep -af 'training\\.' || true", { encoding: "utf8" })
+      .split("\n")
+      .filter((l) => l.trim() && !l.includes("pgrep"))
+      .map((l) => l.split(" ").slice(1, 4).join(" "))
+      .join("; ") || "none seen";
+  } catch {
+    // pgrep missing: leave "none seen"
+  }
+  return others;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -390,6 +395,8 @@ function report(r: {
   out("| machine | |");
   out("|---|---|");
   for (const [k, v] of Object.entries(r.host)) out(`| ${k} | ${v} |`);
+  out();
+  out(`Load average at the end: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}; other CPU users at the end: ${otherCpuUsers()}.`);
   out();
   out(`Command: \`npm run bench${argv.length ? ` -- ${argv.join(" ")}` : ""}\` — total ${r.elapsed.toFixed(0)} s. Server: \`node --import tsx src/main.ts\`, ` +
     `in-memory store, PALM_WORKERS unset (${r.host.nproc} workers), PALM_MAX_QUEUE=${QUEUE}, LOG_LEVEL=info (stdout discarded); ` +
