@@ -34,6 +34,10 @@ declare module "autocannon" {
     "2xx": number;
     statusCodeStats?: Record<string, { count: number }>;
   }
-  function autocannon(options: AutocannonOptions): Promise<AutocannonResult>;
+  /** The run: a promise of the result, and an event emitter ("response" after each response). */
+  type Instance = Promise<AutocannonResult> & {
+    on(event: "response", listener: (client: unknown, statusCode: number, resBytes: number, responseTime: number) => void): Instance;
+  };
+  function autocannon(options: AutocannonOptions): Instance;
   export default autocannon;
 }
