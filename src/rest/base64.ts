@@ -9,6 +9,8 @@
 const DATA_URL_PREFIX = /^data:[^,]{0,200};base64,/i;
 /** Every character allowed before the padding. */
 const BODY = /^[A-Za-z0-9+/_\-\s]*$/;
+/** The common case, no whitespace at all: one scan instead of two (bench/RESULTS.md). */
+const PLAIN = /^[A-Za-z0-9+/_-]*$/;
 const WHITESPACE = /\s/g;
 
 /**
@@ -31,8 +33,11 @@ export function decodeBase64Lenient(text: string): Uint8Array | undefined {
   }
   if (pad > 2) return undefined;
   const body = end === s.length ? s : s.slice(0, end);
-  if (!BODY.test(body)) return undefined;
-  const spaces = body.match(WHITESPACE)?.length ?? 0;
+  let spaces = 0;
+  if (!PLAIN.test(body)) {
+    if (!BODY.test(body)) return undefined;
+    spaces = body.match(WHITESPACE)?.length ?? 0;
+  }
   const chars = body.length - spaces;
   if (chars % 4 === 1) return undefined;
   if (pad > 0 && (chars + pad) % 4 !== 0) return undefined;
