@@ -1,9 +1,12 @@
 /**
- * A real redis-server per test file, on a free port, without persistence. stop() and start()
- * let a test take Redis away and bring it back on the same port.
+ * A real redis-server per test file, on a free port, without persistence unless asked for.
+ * stop() and start() let a test take Redis away and bring it back on the same port.
  */
 import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
 import net from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 
 /** RedisProcess is a running (or stopped) redis-server. */
@@ -18,6 +21,18 @@ export interface RedisProcess {
   pause(): void;
   /** resume unfreezes it (SIGCONT); the commands sent meanwhile then run. */
   resume(): void;
+  /** remove deletes the data folder of a durable server (call after the last stop()). */
+  remove(): void;
+}
+
+/** StartRedisOptions configure {@link startRedis}. */
+export interface StartRedisOptions {
+  /**
+   * durable: write every command to an append-only file in a temporary folder (fsync always), so
+   * that a restart after stop() (SIGKILL) finds every counter as it was. Default false: no
+   * persistence, a restarted server is empty.
+   */
+  durable?: boolean;
 }
 
 /** freePort asks the OS for a free TCP port. */
@@ -51,12 +66,16 @@ function waitForPort(port: number, timeoutMs: number): Promise<void> {
   });
 }
 
-/** startRedis spawns `redis-server --port P --save "" --appendonly no`. */
-export async function startRedis(): Promise<RedisProcess> {
+/** startRedis spawns `redis-server --port P --save ""`, without persistence unless `durable`. */
+export async function startRedis(options: StartRedisOptions = {}): Promise<RedisProcess> {
   const port = await freePort();
+  const dir = options.durable ? mkdtempSync(join(tmpdir(), "palm-redis-")) : undefined;
+  const persistence = dir
+    ? ["--dir", dir, "--appendonly", "yes", "--appendfsync", "always"]
+    : ["--appendonly", "no"];
   let child: ChildProcess | undefined;
   const start = async () => {
-    child = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], {
+    child = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", ...persistence], {
       stdio: "ignore",
     });
     child.once("error", (e) => {
@@ -81,6 +100,9 @@ export async function startRedis(): Promise<RedisProcess> {
     start,
     pause: () => void child?.kill("SIGSTOP"),
     resume: () => void child?.kill("SIGCONT"),
+    remove: () => {
+      if (dir) rmSync(dir, { recursive: true, force: true });
+    },
   };
 }
 

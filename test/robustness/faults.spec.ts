@@ -5,11 +5,8 @@
  * new connections are refused, exit code 0); slow clients trickling their bodies (cut off at
  * the body deadline, no worker held, health and other clients served meanwhile).
  */
-import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { spawn } from "node:child_process";
 import net from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { generateApiKey } from "../../src/auth/api-key.js";
 import { createMemoryStore } from "../../src/auth/memory-store.js";
@@ -19,7 +16,7 @@ import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
 import { closeWhenIdle, createTestAnalyzer } from "../helpers/analyzer.js";
 import { makeImage } from "../helpers/images.js";
 import { registerKey } from "../helpers/keys.js";
-import { freePort, uniquePrefix } from "../helpers/redis.js";
+import { freePort, startRedis, uniquePrefix } from "../helpers/redis.js";
 import { postAnalyze, rawRequest } from "../helpers/rest.js";
 import { startServer } from "../helpers/server.js";
 
@@ -65,43 +62,14 @@ function tryConnect(port: number): Promise<string> {
   });
 }
 
-/**
- * A redis-server that keeps its data across SIGKILL: append-only file fsynced on every write,
- * so a restart finds every counter as it was (test/helpers/redis.ts runs without persistence,
- * where a restarted Redis is empty and a counter could not be compared with the 200s).
- */
-async function startDurableRedis(): Promise<{ url: string; stop(): Promise<void>; start(): Promise<void> }> {
-  const port = await freePort();
-  const dir = mkdtempSync(join(tmpdir(), "palm-redis-"));
-  let child: ChildProcess | undefined;
-  const start = async () => {
-    child = spawn(
-      "redis-server",
-      ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "yes", "--appendfsync", "always"],
-      { stdio: "ignore" },
-    );
-    await waitForPort(port, 5000);
-  };
-  const stop = async () => {
-    const c = child;
-    child = undefined;
-    if (!c || c.exitCode !== null) return;
-    await new Promise<void>((resolve) => {
-      c.once("exit", () => resolve());
-      c.kill("SIGKILL");
-    });
-  };
-  await start();
-  cleanups.push(async () => {
-    await stop();
-    rmSync(dir, { recursive: true, force: true });
-  });
-  return { url: `redis://127.0.0.1:${port}`, stop, start };
-}
-
 describe("Redis killed under load, then restarted", () => {
   it("never crashes, answers 503 store_unavailable while down, recovers, and charges exactly the 200s", async () => {
-    const redis = await startDurableRedis();
+    // Durable: a restart must find every counter as it was, to compare it with the 200s.
+    const redis = await startRedis({ durable: true });
+    cleanups.push(async () => {
+      await redis.stop();
+      redis.remove();
+    });
     const store = createRedisStore({ url: redis.url, keyPrefix: uniquePrefix(), commandTimeoutMs: 300 });
     cleanups.push(() => store.close());
     await store.ready(5000);
