@@ -116,22 +116,33 @@ function otherCpuUsers(): string {
 
 // ---------------------------------------------------------------------------------------------
 
+/**
+ * analyzeLoad starts autocannon POSTing workload `w` to `/v1/palm/analyze` with `key`, for
+ * `amount` requests or `duration` seconds over `connections` connections (120 s request timeout).
+ */
+function analyzeLoad(
+  server: ServerProcess,
+  key: string,
+  w: Workload,
+  run: { connections: number; amount?: number; duration?: number },
+) {
+  return autocannon({
+    url: `${server.url}/v1/palm/analyze`,
+    method: "POST",
+    headers: { "content-type": "application/json", "x-api-key": key },
+    body: JSON.stringify({ image: w.bytes.toString("base64") }),
+    timeout: 120,
+    ...run,
+  });
+}
+
 async function restCell(server: ServerProcess, key: string, w: Workload, c: number, amount: number): Promise<Cell> {
-  const body = JSON.stringify({ image: w.bytes.toString("base64") });
   const t0 = performance.now();
   const cpu0 = server.cpuSeconds();
   let last = t0;
   let lastCpu = cpu0;
   const { value: r, peakRss } = await trackPeakRss(server, () =>
-    autocannon({
-      url: `${server.url}/v1/palm/analyze`,
-      method: "POST",
-      headers: { "content-type": "application/json", "x-api-key": key },
-      body,
-      connections: c,
-      amount,
-      timeout: 120,
-    }).on("response", () => {
+    analyzeLoad(server, key, w, { connections: c, amount }).on("response", () => {
       last = performance.now();
       lastCpu = server.cpuSeconds();
     }),
@@ -293,15 +304,7 @@ async function main(): Promise<void> {
       const big = workloads[0];
       log("health probe: under 12 MP REST load ...");
       const restLoad = trackPeakRss(server, () =>
-        autocannon({
-          url: `${server.url}/v1/palm/analyze`,
-          method: "POST",
-          headers: { "content-type": "application/json", "x-api-key": key },
-          body: JSON.stringify({ image: big.bytes.toString("base64") }),
-          connections: 4,
-          duration: SATURATION_S,
-          timeout: 120,
-        }),
+        analyzeLoad(server, key, big, { connections: 4, duration: SATURATION_S }),
       );
       await sleep(1.5); // let the load reach steady state before probing
       const restProbe = await probeHealth(server.url, restLoad);
@@ -344,15 +347,7 @@ async function main(): Promise<void> {
       const big = workloads[0];
       await restCell(dflt, key, big, 2, 2);
       const { value: r, peakRss, cpuCores } = await trackPeakRss(dflt, () =>
-        autocannon({
-          url: `${dflt.url}/v1/palm/analyze`,
-          method: "POST",
-          headers: { "content-type": "application/json", "x-api-key": key },
-          body: JSON.stringify({ image: big.bytes.toString("base64") }),
-          connections: 16,
-          duration: OVERLOAD_S,
-          timeout: 120,
-        }),
+        analyzeLoad(dflt, key, big, { connections: 16, duration: OVERLOAD_S }),
       );
       const s503 = r.statusCodeStats?.["503"]?.count ?? 0;
       overload = {
