@@ -5,7 +5,6 @@ import { openStore } from "./auth/open-store.js";
 import { ConfigError, loadConfig, unknownVariables, type Config } from "./config.js";
 import { createAnalyzer } from "./inference/analyzer.js";
 import { createLogger } from "./log.js";
-import { closeAnalyzerWhenIdle } from "./server/close-analyzer.js";
 import { createPalmServer } from "./server/server.js";
 
 async function main(): Promise<void> {
@@ -45,7 +44,7 @@ async function main(): Promise<void> {
     try {
       await server.shutdown();
       await store.close();
-      await closeAnalyzerWhenIdle(analyzer);
+      await analyzer.close();
       logger.info("bye");
       logger.flush?.();
       process.exit(0);

@@ -51,6 +51,9 @@ export interface Analyzer {
    * OverloadedError when the replica's bounded queue is full, and anything else for faults.
    */
   analyze(image: Uint8Array, options?: AnalyzeOptions): Promise<AnalysisResult>;
-  /** close stops the worker pool. */
+  /**
+   * close refuses new work, rejects queued analyses, waits (bounded) for running ones to finish,
+   * then stops the worker pool.
+   */
   close(): Promise<void>;
 }

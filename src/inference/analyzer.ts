@@ -69,6 +69,9 @@ export interface EngineAnalyzer extends Analyzer {
   stats(): AnalyzerStats;
 }
 
+/** CLOSE_WAIT_MS bounds how long close() waits for running analyses before stopping workers. */
+const CLOSE_WAIT_MS = 10_000;
+
 interface Pending {
   bytes: Uint8Array;
   resolve: (r: AnalysisResult) => void;
@@ -194,6 +197,11 @@ export async function createAnalyzer(options: AnalyzerOptions = {}): Promise<Eng
       if (closed) return;
       closed = true;
       for (const p of queue.splice(0)) if (settle(p)) p.reject(new Error("The analyzer is closed."));
+      // Analyses abandoned by a timeout or cancel may still run in a worker, and terminating a
+      // worker inside a native inference call aborts the whole process ("terminate called after
+      // throwing an instance of 'Napi::Error'"): let them finish first, within a bound.
+      const deadline = Date.now() + CLOSE_WAIT_MS;
+      while (running > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
       await pool.close();
     },
   };

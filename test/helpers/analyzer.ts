@@ -5,16 +5,10 @@
  */
 import { createAnalyzer, type AnalyzerOptions, type EngineAnalyzer } from "../../src/inference/analyzer.js";
 import type { Analyzer } from "../../src/inference/analyzer-types.js";
-import { closeAnalyzerWhenIdle } from "../../src/server/close-analyzer.js";
 
 /** createTestAnalyzer loads models/palm-lines/palm-lines.onnx with one worker by default. */
 export function createTestAnalyzer(options: AnalyzerOptions = {}): Promise<EngineAnalyzer> {
   return createAnalyzer({ workers: 1, ...options });
-}
-
-/** closeWhenIdle closes a test analyzer once no abandoned analysis runs (see close-analyzer.ts). */
-export async function closeWhenIdle(analyzer: EngineAnalyzer | undefined): Promise<void> {
-  if (analyzer) await closeAnalyzerWhenIdle(analyzer);
 }
 
 /** createFailingAnalyzer wraps a real analyzer's model name around a fault (internal_error tests). */

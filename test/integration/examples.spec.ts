@@ -8,7 +8,7 @@ import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createMemoryStore } from "../../src/auth/memory-store.js";
 import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
-import { closeWhenIdle, createTestAnalyzer } from "../helpers/analyzer.js";
+import { createTestAnalyzer } from "../helpers/analyzer.js";
 import { registerKey } from "../helpers/keys.js";
 import { startServer, type TestServer } from "../helpers/server.js";
 
@@ -27,7 +27,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await srv?.close();
-  await closeWhenIdle(analyzer);
+  await analyzer?.close();
 });
 
 function env(): NodeJS.ProcessEnv {

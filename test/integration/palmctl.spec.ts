@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createRedisStore, type RedisStore } from "../../src/auth/redis-store.js";
 import { runPalmctl } from "../../src/cli/palmctl.js";
 import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
-import { closeWhenIdle, createTestAnalyzer } from "../helpers/analyzer.js";
+import { createTestAnalyzer } from "../helpers/analyzer.js";
 import { makeImage } from "../helpers/images.js";
 import { startRedis, uniquePrefix, type RedisProcess } from "../helpers/redis.js";
 import { expectErrorBody, postAnalyze } from "../helpers/rest.js";
@@ -34,7 +34,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await srv?.close();
   await store?.close();
-  await closeWhenIdle(analyzer);
+  await analyzer?.close();
   await redis?.stop();
 });
 

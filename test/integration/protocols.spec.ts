@@ -19,7 +19,7 @@ import { quotaPeriodOf } from "../../src/auth/quota-period.js";
 import { createRedisStore, type RedisStore } from "../../src/auth/redis-store.js";
 import { ERRORS } from "../../src/errors.js";
 import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
-import { closeWhenIdle, createTestAnalyzer } from "../helpers/analyzer.js";
+import { createTestAnalyzer } from "../helpers/analyzer.js";
 import { callUnary, createGrpcJsClient, decodeGrpcError } from "../helpers/grpc.js";
 import { makeImage } from "../helpers/images.js";
 import { registerKey } from "../helpers/keys.js";
@@ -34,7 +34,7 @@ beforeAll(async () => {
   [redis, analyzer, jpeg] = await Promise.all([startRedis(), createTestAnalyzer(), makeImage(240, 180, "jpeg")]);
 });
 afterAll(async () => {
-  await closeWhenIdle(analyzer);
+  await analyzer?.close();
   await redis?.stop();
 });
 

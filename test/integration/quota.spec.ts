@@ -8,7 +8,7 @@ import { quotaPeriodOf, secondsUntilReset } from "../../src/auth/quota-period.js
 import { createRedisStore, type RedisStore } from "../../src/auth/redis-store.js";
 import { ERRORS } from "../../src/errors.js";
 import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
-import { closeWhenIdle, createFailingAnalyzer, createTestAnalyzer } from "../helpers/analyzer.js";
+import { createFailingAnalyzer, createTestAnalyzer } from "../helpers/analyzer.js";
 import { makeImage } from "../helpers/images.js";
 import { registerKey } from "../helpers/keys.js";
 import { startRedis, uniquePrefix, type RedisProcess } from "../helpers/redis.js";
@@ -25,7 +25,7 @@ beforeAll(async () => {
   body = { image: jpeg.toString("base64") };
 });
 afterAll(async () => {
-  await closeWhenIdle(analyzer);
+  await analyzer?.close();
   await redis?.stop();
 });
 
@@ -148,7 +148,7 @@ describe("createRedisStore() under a hung Redis", () => {
 describe("engine faults through the service", () => {
   it("answers 503 overloaded with Retry-After when the replica's queue is full, charging only the 200s", async () => {
     const small = await createTestAnalyzer({ workers: 1, maxQueue: 0 });
-    cleanups.push(() => closeWhenIdle(small));
+    cleanups.push(() => small?.close());
     const store = createRedisStore({ url: redis.url, keyPrefix: uniquePrefix() });
     cleanups.push(() => store.close());
     await store.ready(5000);

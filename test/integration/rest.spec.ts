@@ -10,7 +10,7 @@ import { quotaPeriodOf } from "../../src/auth/quota-period.js";
 import { createRedisStore, type RedisStore } from "../../src/auth/redis-store.js";
 import { generateApiKey, hashApiKey } from "../../src/auth/api-key.js";
 import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
-import { closeWhenIdle, createTestAnalyzer } from "../helpers/analyzer.js";
+import { createTestAnalyzer } from "../helpers/analyzer.js";
 import { makeImage } from "../helpers/images.js";
 import { registerKey } from "../helpers/keys.js";
 import { startRedis, uniquePrefix, type RedisProcess } from "../helpers/redis.js";
@@ -31,7 +31,7 @@ beforeAll(async () => {
   ]);
 });
 afterAll(async () => {
-  await closeWhenIdle(analyzer);
+  await analyzer?.close();
   await redis?.stop();
 });
 

@@ -13,7 +13,7 @@ import { createMemoryStore } from "../../src/auth/memory-store.js";
 import { quotaPeriodOf } from "../../src/auth/quota-period.js";
 import { createRedisStore } from "../../src/auth/redis-store.js";
 import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
-import { closeWhenIdle, createTestAnalyzer } from "../helpers/analyzer.js";
+import { createTestAnalyzer } from "../helpers/analyzer.js";
 import { makeImage } from "../helpers/images.js";
 import { registerKey } from "../helpers/keys.js";
 import { freePort, startRedis, uniquePrefix } from "../helpers/redis.js";
@@ -28,7 +28,7 @@ beforeAll(async () => {
   body = { image: jpeg.toString("base64") };
 });
 afterAll(async () => {
-  await closeWhenIdle(analyzer);
+  await analyzer?.close();
 });
 
 const cleanups: (() => Promise<void> | void)[] = [];
@@ -178,7 +178,7 @@ describe("SIGTERM under load", () => {
 describe("slow clients trickling their bodies", () => {
   it("are cut off at the body deadline without holding a worker, while health and other clients are served", async () => {
     const one = await createTestAnalyzer({ workers: 1, maxQueue: 0 }); // any held worker would show as 503 overloaded
-    cleanups.push(() => closeWhenIdle(one));
+    cleanups.push(() => one?.close());
     const store = createMemoryStore();
     const srv = await startServer({ analyzer: one, store, config: { bodyTimeoutMs: 1500 } });
     cleanups.push(() => srv.close());

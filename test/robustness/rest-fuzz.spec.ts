@@ -11,7 +11,7 @@ import { quotaPeriodOf } from "../../src/auth/quota-period.js";
 import type { Store } from "../../src/auth/store.js";
 import { ERRORS } from "../../src/errors.js";
 import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
-import { closeWhenIdle, createTestAnalyzer } from "../helpers/analyzer.js";
+import { createTestAnalyzer } from "../helpers/analyzer.js";
 import { makeImage } from "../helpers/images.js";
 import { registerKey } from "../helpers/keys.js";
 import { startServer, type TestServer } from "../helpers/server.js";
@@ -33,7 +33,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await srv?.close();
-  await closeWhenIdle(analyzer);
+  await analyzer?.close();
 });
 
 /** The statuses and codes a refusal of SPEC.md section 6 may carry for a recognised key. */

@@ -7,7 +7,7 @@ import { createMemoryStore } from "../../../src/auth/memory-store.js";
 import type { Store } from "../../../src/auth/store.js";
 import { ERRORS, StoreUnavailableError } from "../../../src/errors.js";
 import type { EngineAnalyzer } from "../../../src/inference/analyzer.js";
-import { closeWhenIdle, createTestAnalyzer } from "../../helpers/analyzer.js";
+import { createTestAnalyzer } from "../../helpers/analyzer.js";
 import { makeImage } from "../../helpers/images.js";
 import { catchError, createInMemoryService } from "../../helpers/in-memory.js";
 import { registerKey } from "../../helpers/keys.js";
@@ -17,7 +17,7 @@ let image: Buffer;
 beforeAll(async () => {
   [analyzer, image] = await Promise.all([createTestAnalyzer(), makeImage(128, 128)]);
 });
-afterAll(() => closeWhenIdle(analyzer));
+afterAll(() => analyzer?.close());
 
 /** A real in-memory store that counts lookups. */
 function countingStore(): Store & { lookups: number } {

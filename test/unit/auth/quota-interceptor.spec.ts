@@ -11,7 +11,7 @@ import { ErrorInfoSchema, QuotaFailureSchema, RetryInfoSchema } from "../../../g
 import { createMemoryStore } from "../../../src/auth/memory-store.js";
 import { quotaPeriodOf } from "../../../src/auth/quota-period.js";
 import type { EngineAnalyzer } from "../../../src/inference/analyzer.js";
-import { closeWhenIdle, createTestAnalyzer } from "../../helpers/analyzer.js";
+import { createTestAnalyzer } from "../../helpers/analyzer.js";
 import { makeImage } from "../../helpers/images.js";
 import { catchError, createInMemoryService } from "../../helpers/in-memory.js";
 import { registerKey } from "../../helpers/keys.js";
@@ -21,7 +21,7 @@ let image: Buffer;
 beforeAll(async () => {
   [analyzer, image] = await Promise.all([createTestAnalyzer(), makeImage(128, 128)]);
 });
-afterAll(() => closeWhenIdle(analyzer));
+afterAll(() => analyzer?.close());
 
 // A fixed clock in the last second of a month: the reset is the next midnight UTC.
 const now = () => new Date("2030-12-31T23:59:50Z");

@@ -5,7 +5,7 @@ import { BadRequestSchema, ErrorInfoSchema } from "../../../gen/google/rpc/error
 import { createMemoryStore } from "../../../src/auth/memory-store.js";
 import type { Store } from "../../../src/auth/store.js";
 import type { EngineAnalyzer } from "../../../src/inference/analyzer.js";
-import { closeWhenIdle, createFailingAnalyzer, createTestAnalyzer } from "../../helpers/analyzer.js";
+import { createFailingAnalyzer, createTestAnalyzer } from "../../helpers/analyzer.js";
 import { makeImage } from "../../helpers/images.js";
 import { catchError, createInMemoryService } from "../../helpers/in-memory.js";
 import { registerKey } from "../../helpers/keys.js";
@@ -19,7 +19,7 @@ beforeAll(async () => {
   store = createMemoryStore();
   headers = { "x-api-key": await registerKey(store, "acme", "pro") };
 });
-afterAll(() => closeWhenIdle(analyzer));
+afterAll(() => analyzer?.close());
 
 describe("createPalmService()", () => {
   it("answers Analyze with the engine's overlay, masks and stats in SPEC.md's shape", async () => {
