@@ -509,7 +509,8 @@ def render_hand(rng, A_ss, bg, h, dorsal=False, lines=None, line_style=None, arm
 
     D = cc.D.astype(np.float32) / 255.0
     Hh = cc.H.astype(np.float32) / 255.0
-    bs = max(0.5, 0.006 * ppu * rng.uniform(0.5, 1.5))
+    # groove softness: crisp to soft and wide (phone photos of shallow creases look like the latter)
+    bs = max(0.5, 0.006 * ppu * (rng.uniform(0.5, 1.5) if rng.random() < 0.6 else rng.uniform(1.5, 3.0)))
     D = cv2.GaussianBlur(D, (0, 0), bs)
     Hh = cv2.GaussianBlur(Hh, (0, 0), bs * 1.3)
     tint = np.array([0.78, 1.0, 1.08], np.float32) * rng.uniform(0.85, 1.15)
@@ -538,7 +539,7 @@ ASPECTS = [(4, 3), (3, 4), (16, 9), (9, 16), (1, 1), (3, 2), (2, 3), (4, 3), (3,
 def line_styles(rng):
     st = {}
     for name in ("heart", "head", "life"):
-        st[name] = dict(width=rng.uniform(0.007, 0.02), depth=rng.uniform(0.15, 0.6),
+        st[name] = dict(width=rng.uniform(0.007, 0.026), depth=rng.uniform(0.15, 0.6),
                         breaks=0.35, taper=rng.uniform(0.05, 0.25),
                         branches=int(rng.integers(0, 3)))
     # occasionally one line is very faint

@@ -84,6 +84,9 @@ def main():
     ap.add_argument("--export", default=None, help="ONNX path refreshed at each checkpoint")
     ap.add_argument("--calib", default="models/palm-lines/calibration.json")
     ap.add_argument("--resume", default=None)
+    ap.add_argument("--init", default=None,
+                    help="start from these weights (a checkpoint, e.g. one made by training.from_onnx) with a fresh "
+                         "optimiser and schedule")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--reload-min", type=float, default=None,
@@ -110,6 +113,9 @@ def main():
         sd = torch.load(a.resume, map_location="cpu")
         net.load_state_dict(sd["model"]); opt.load_state_dict(sd["opt"]); start = sd["step"]
         rng = np.random.default_rng([a.seed, start])
+    elif a.init:
+        net.load_state_dict(torch.load(a.init, map_location="cpu")["model"])
+        print(f"init weights: {a.init}", flush=True)
     print(f"params: {count_params(net)}", flush=True)
 
     def save(step, name="last.pt"):
