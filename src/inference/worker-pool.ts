@@ -1,13 +1,10 @@
 /**
- * A fixed pool of inference worker threads, each running one job at a time. Workers are
- * TypeScript files: under `node --import tsx` and under vitest alike they are started through a
- * tiny bootstrap that registers tsx inside the worker (Node 20 does not pass `--import` hooks
- * to workers).
+ * A fixed pool of inference worker threads, each running one job at a time (started with
+ * ../worker-thread.ts, so the TypeScript entry also runs under tsx and vitest).
  */
-import { createRequire } from "node:module";
-import { pathToFileURL } from "node:url";
-import { Worker } from "node:worker_threads";
+import type { Worker } from "node:worker_threads";
 import { ImageError } from "../image/image-error.js";
+import { siblingModuleUrl, spawnWorker } from "../worker-thread.js";
 import type { AnalysisResult } from "./analyzer-types.js";
 import type { StageTimings } from "./pipeline.js";
 import type { WorkerData, WorkerReply } from "./worker-protocol.js";
@@ -45,26 +42,6 @@ export interface WorkerPool {
   close(): Promise<void>;
 }
 
-function workerUrl(): URL {
-  const self = import.meta.url;
-  const ext = self.endsWith(".ts") ? ".ts" : ".js";
-  return new URL(`./inference-worker${ext}`, self);
-}
-
-/** spawnWorker starts one inference worker, registering tsx inside it when the entry is TypeScript. */
-function spawnWorker(data: WorkerData): Worker {
-  const url = workerUrl();
-  if (url.pathname.endsWith(".js")) return new Worker(url, { workerData: data });
-  let api: string;
-  try {
-    api = import.meta.resolve("tsx/esm/api");
-  } catch {
-    api = pathToFileURL(createRequire(import.meta.url).resolve("tsx/esm/api")).href;
-  }
-  const boot = `import { register } from ${JSON.stringify(api)}; register(); await import(${JSON.stringify(url.href)});`;
-  return new Worker(new URL(`data:text/javascript,${encodeURIComponent(boot)}`), { workerData: data });
-}
-
 interface Slot {
   worker: Worker;
   busy: boolean;
@@ -99,7 +76,7 @@ export async function createWorkerPool(options: WorkerPoolOptions): Promise<Work
 
   function start(): Promise<Slot> {
     return new Promise((resolveStart, rejectStart) => {
-      const worker = spawnWorker(options.workerData);
+      const worker = spawnWorker(siblingModuleUrl(import.meta.url, "inference-worker"), options.workerData);
       const slot: Slot = { worker, busy: true, alive: false };
       let started = false;
       const timer = setTimeout(() => {

@@ -15,7 +15,7 @@ import {
   type JsonValue,
   type MessageShape,
 } from "@bufbuild/protobuf";
-import { badRequest } from "../errors.js";
+import { badRequest, palmError } from "../errors.js";
 import { decodeBase64Lenient } from "./base64.js";
 
 const INT64_TYPES = new Set([ScalarType.INT64, ScalarType.UINT64, ScalarType.SINT64, ScalarType.FIXED64, ScalarType.SFIXED64]);
@@ -23,6 +23,26 @@ const INT64_TYPES = new Set([ScalarType.INT64, ScalarType.UINT64, ScalarType.SIN
 /** isJsonObject tells a plain JSON object from arrays, null and scalars. */
 export function isJsonObject(v: unknown): v is JsonObject {
   return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/**
+ * decodeRestBody turns a REST body (UTF-8 JSON bytes) into the request message. `bodyField` is
+ * the route's `body` ("*": the whole message). Throws ConnectErrors invalid_json / invalid_base64.
+ */
+export function decodeRestBody<Desc extends DescMessage>(desc: Desc, bodyField: string, bytes: Uint8Array): MessageShape<Desc> {
+  let json: unknown;
+  try {
+    json = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
+  } catch {
+    throw palmError("invalid_json", { message: "The request body is not valid JSON." });
+  }
+  if (!isJsonObject(json)) throw palmError("invalid_json");
+  return requestFromJson(desc, bodyField === "*" ? json : { [bodyField]: json });
+}
+
+/** encodeRestBody writes a response message as the UTF-8 bytes of its SPEC.md JSON. */
+export function encodeRestBody<Desc extends DescMessage>(desc: Desc, msg: MessageShape<Desc>): Buffer {
+  return Buffer.from(JSON.stringify(responseToJson(desc, msg)));
 }
 
 /**

@@ -18,8 +18,6 @@ import { createRequestInterceptor } from "./request-interceptor.js";
 /** PUBLIC_METHODS need no API key: the liveness checks. */
 export const PUBLIC_METHODS = Object.freeze([PalmService.method.health, Health.method.check]);
 
-/** REST_SERVICES are the services whose google.api.http annotations become REST paths. */
-export const REST_SERVICES = Object.freeze([PalmService]);
 
 /** RoutesOptions configure {@link createRoutes}. */
 export interface RoutesOptions {

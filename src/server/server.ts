@@ -17,7 +17,8 @@ import type { Analyzer } from "../inference/analyzer-types.js";
 import type { Logger } from "../log.js";
 import { MAX_BODY_BYTES } from "../rest/rest-body.js";
 import { createRestHandler, pathOf, type NodeHandlerFn } from "../rest/rest-handler.js";
-import { createInterceptors, createRoutes, REST_SERVICES } from "./routes.js";
+import { REST_SERVICES } from "./rest-services.js";
+import { createInterceptors, createRoutes } from "./routes.js";
 
 /** PalmServerOptions configure {@link createPalmServer}. */
 export interface PalmServerOptions {
@@ -183,6 +184,7 @@ export function createPalmServer(options: PalmServerOptions): PalmServer {
       for (const socket of sockets) socket.destroy();
       h1.close(() => {});
       await frontClosed;
+      await rest.close();
       logger.info({ abandoned: inFlight }, "server stopped");
     },
   };

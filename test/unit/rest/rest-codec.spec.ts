@@ -1,0 +1,103 @@
+import { create, equals } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { randomBytes } from "node:crypto";
+import type { Worker } from "node:worker_threads";
+import { afterEach, describe, expect, it } from "vitest";
+import { BadRequestSchema } from "../../../gen/google/rpc/error_details_pb.js";
+import { AnalyzeRequestSchema, AnalyzeResponseSchema } from "../../../gen/palm/v1/palm_pb.js";
+import { reasonOf } from "../../../src/errors.js";
+import { createRestCodec, type RestCodec } from "../../../src/rest/rest-codec.js";
+import { decodeRestBody, encodeRestBody } from "../../../src/rest/rest-json.js";
+import { spawnWorker } from "../../../src/worker-thread.js";
+import { catchError } from "../../helpers/in-memory.js";
+
+const image = randomBytes(300 * 1024); // a body well over the offload size
+const body = (obj: unknown) => Buffer.from(JSON.stringify(obj));
+
+function response(overlay: Uint8Array) {
+  return create(AnalyzeResponseSchema, {
+    id: "palm_x",
+    created: 1763800000n,
+    results: { overlay, masks: { heart: overlay.subarray(0, 10) }, stats: { heart: { pixels: 5n, detected: true } } },
+    usage: { requestsUsed: 17n, requestsLimit: 1000n, plan: "starter", resetsAt: 1764547200n },
+    model: "palm-lines-1.0.0",
+  });
+}
+
+describe("REST codec", () => {
+  let codec: RestCodec | undefined;
+  afterEach(async () => {
+    await codec?.close();
+    codec = undefined;
+  });
+
+  it("decodes a large body in a worker to exactly the message the inline decoder gives", async () => {
+    codec = createRestCodec({ threads: 1 });
+    const bytes = body({ image: image.toString("base64url"), extra: { a: [1, 2] } });
+    const msg = await codec.decode(AnalyzeRequestSchema, "*", bytes);
+    expect(Buffer.from(msg.image).equals(image)).toBe(true);
+    expect(equals(AnalyzeRequestSchema, msg, decodeRestBody(AnalyzeRequestSchema, "*", bytes))).toBe(true);
+  });
+
+  it("encodes a response with image bytes in a worker to the same JSON as inline", async () => {
+    codec = createRestCodec({ threads: 2 });
+    const msg = response(image);
+    const out = await codec.encode(AnalyzeResponseSchema, msg);
+    expect(Buffer.from(out).equals(encodeRestBody(AnalyzeResponseSchema, msg))).toBe(true);
+    const json = JSON.parse(Buffer.from(out).toString());
+    expect(Buffer.from(json.results.overlay, "base64").equals(image)).toBe(true);
+    expect(json.usage.requests_used).toBe(17);
+    // the caller's message is left as it was
+    expect(msg.results!.overlay).toBe(image);
+  });
+
+  it("keeps the reason and the BadRequest field of errors raised in the worker", async () => {
+    codec = createRestCodec({ threads: 1 });
+    const bad = await catchError(codec.decode(AnalyzeRequestSchema, "*", body({ image: "*".repeat(image.byteLength) })));
+    expect([bad.code, reasonOf(bad)]).toEqual([Code.InvalidArgument, "invalid_base64"]);
+    expect(bad.findDetails(BadRequestSchema)[0]?.fieldViolations[0]?.field).toBe("image");
+
+    const notJson = await catchError(codec.decode(AnalyzeRequestSchema, "*", Buffer.concat([body({ image: "aGk=" }), Buffer.alloc(image.byteLength, 0x20), Buffer.from("}")])));
+    expect(reasonOf(notJson)).toBe("invalid_json");
+    const array = await catchError(codec.decode(AnalyzeRequestSchema, "*", body([image.toString("base64")])));
+    expect(reasonOf(array)).toBe("invalid_json");
+    const latin1 = Buffer.concat([Buffer.from('{"image":"aGk=","x":"'), Buffer.alloc(image.byteLength, 0xe9), Buffer.from('"}')]);
+    expect(reasonOf(await catchError(codec.decode(AnalyzeRequestSchema, "*", latin1)))).toBe("invalid_json");
+  });
+
+  it("survives a dead worker: its pending job fails, the next job gets a fresh worker", async () => {
+    const started: Worker[] = [];
+    codec = createRestCodec({
+      threads: 1,
+      spawn: (url, data) => {
+        const w = spawnWorker(url, data);
+        started.push(w);
+        return w;
+      },
+    });
+    const bytes = body({ image: image.toString("base64") });
+    await codec.decode(AnalyzeRequestSchema, "*", bytes);
+    expect(started).toHaveLength(1);
+    const pending = codec.decode(AnalyzeRequestSchema, "*", bytes);
+    await started[0].terminate();
+    const err = await pending.then(() => undefined, (e: unknown) => e);
+    expect(err).toBeInstanceOf(Error);
+    expect(err).not.toBeInstanceOf(ConnectError); // a bug, answered as internal_error
+    const again = await codec.decode(AnalyzeRequestSchema, "*", bytes);
+    expect(Buffer.from(again.image).equals(image)).toBe(true);
+    expect(started).toHaveLength(2);
+  });
+
+  it("decodes small bodies inline and refuses work once closed", async () => {
+    codec = createRestCodec({ threads: 1 });
+    const msg = await codec.decode(AnalyzeRequestSchema, "*", body({ image: "aGk=" }));
+    expect(Buffer.from(msg.image).toString()).toBe("hi");
+    await codec.close();
+    const err = await codec.decode(AnalyzeRequestSchema, "*", body({ image: image.toString("base64") })).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(Error);
+    expect(err).not.toBeInstanceOf(ConnectError);
+  });
+});
