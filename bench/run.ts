@@ -339,6 +339,29 @@ async function main(): Promise<void> {
       exitCode = await server.stop();
     }
 
+    // The same REST saturation against a server that does its JSON and base64 on the event loop
+    // (PALM_REST_CODEC_THREADS=0, as before the codec workers): the codec's effect, side by side.
+    {
+      const inline = await startServerProcess({ ...env, PALM_REST_CODEC_THREADS: "0" });
+      try {
+        log("health probe: under 12 MP REST load, codec on the event loop ...");
+        const big = workloads[0];
+        await restCell(inline, key, big, 2, 2); // warm-up, untimed
+        const load = trackPeakRss(inline, () => analyzeLoad(inline, key, big, { connections: 4, duration: SATURATION_S }));
+        await sleep(1.5);
+        const probes = await probeHealth(inline.url, load);
+        const { value, peakRss } = await load;
+        health.loads.push({
+          name: "12 MP REST analyses at c=4, JSON/base64 on the event loop (PALM_REST_CODEC_THREADS=0)",
+          probes,
+          rps: value["2xx"] / value.duration,
+          peakRss,
+        });
+      } finally {
+        await inline.stop();
+      }
+    }
+
     // Overload: the default admission bound (2 x workers queued) at c=16.
     log("overload: c=16 against the default queue ...");
     let overload: Cell;

@@ -39,6 +39,8 @@ export interface Config {
   readonly workers: number | undefined;
   /** Analyses allowed to wait for a worker before 503 overloaded; undefined → engine default (2 x workers). */
   readonly maxQueue: number | undefined;
+  /** REST codec worker threads (large JSON bodies off the event loop); undefined → a quarter of the cores, 1 to 4; 0 → inline. */
+  readonly restCodecThreads: number | undefined;
   /** pino log level. Default "info". */
   readonly logLevel: string;
 }
@@ -67,6 +69,7 @@ export const CONFIG_VARIABLES: readonly ConfigVariable[] = Object.freeze([
   { name: "PALM_MODEL_PATH", default: "models/palm-lines/palm-lines.onnx", description: "ONNX model file" },
   { name: "PALM_WORKERS", default: "one per CPU core", description: "analysis worker threads" },
   { name: "PALM_MAX_QUEUE", default: "2 x workers", description: "analyses waiting before 503 overloaded" },
+  { name: "PALM_REST_CODEC_THREADS", default: "a quarter of the cores, 1 to 4", description: "threads decoding large REST bodies and encoding responses (0: on the event loop)" },
   { name: "LOG_LEVEL", default: "info", description: "pino level: fatal, error, warn, info, debug, trace, silent" },
 ]);
 
@@ -136,6 +139,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     modelPath: get("PALM_MODEL_PATH"),
     workers: get("PALM_WORKERS") === undefined ? undefined : int("PALM_WORKERS", 1, 1, 256),
     maxQueue: get("PALM_MAX_QUEUE") === undefined ? undefined : int("PALM_MAX_QUEUE", 0, 0, 100_000),
+    restCodecThreads: get("PALM_REST_CODEC_THREADS") === undefined ? undefined : int("PALM_REST_CODEC_THREADS", 1, 0, 64),
     logLevel,
   };
   if (problems.length > 0) throw new ConfigError(problems);

@@ -58,6 +58,7 @@ export function createPalmServer(options: PalmServerOptions): PalmServer {
     routes,
     interceptors,
     bodyTimeoutMs: config.bodyTimeoutMs,
+    codecThreads: config.restCodecThreads,
     logger,
   });
   const adapter = connectNodeAdapter({
