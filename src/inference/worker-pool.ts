@@ -17,6 +17,10 @@ export interface WorkerPoolOptions {
   workerData: WorkerData;
   /** Time a worker may take to load and warm its model, ms. Default 120,000. */
   startTimeoutMs?: number;
+  /** First delay before retrying a failed replacement of a dead worker, ms (doubles, at most 30 s). Default 1,000. */
+  restartDelayMs?: number;
+  /** Starts a worker (tests keep a handle on it or make it fail); default {@link spawnWorker}. */
+  spawn?: typeof spawnWorker;
 }
 
 /** JobOutcome is a finished job. */
@@ -60,7 +64,7 @@ function toError(e: { imageCode?: ImageError["code"]; name: string; message: str
 /**
  * createWorkerPool starts `size` workers and resolves once every one has loaded its model,
  * or rejects with the first start-up error (all workers are then terminated). A worker that
- * dies later is replaced; its job rejects.
+ * dies later is replaced (retried until a replacement starts); its job rejects.
  */
 export async function createWorkerPool(options: WorkerPoolOptions): Promise<WorkerPool> {
   const size = Math.max(1, Math.floor(options.size));
@@ -76,7 +80,7 @@ export async function createWorkerPool(options: WorkerPoolOptions): Promise<Work
 
   function start(): Promise<Slot> {
     return new Promise((resolveStart, rejectStart) => {
-      const worker = spawnWorker(siblingModuleUrl(import.meta.url, "inference-worker"), options.workerData);
+      const worker = (options.spawn ?? spawnWorker)(siblingModuleUrl(import.meta.url, "inference-worker"), options.workerData);
       const slot: Slot = { worker, busy: true, alive: false };
       let started = false;
       const timer = setTimeout(() => {
@@ -131,18 +135,21 @@ export async function createWorkerPool(options: WorkerPoolOptions): Promise<Work
         slot.job = undefined;
         job?.reject(new Error("The inference worker stopped unexpectedly.", { cause }));
         if (closed) return;
-        // Replace the dead worker; until it is ready the pool runs one short.
+        // Replace the dead worker; until it is ready the pool runs one short. A replacement
+        // that fails to start is retried with a doubling delay (at most 30 s) until one starts.
         const i = slots.indexOf(slot);
-        start().then(
-          (fresh) => {
-            if (closed) return void fresh.worker.terminate();
-            if (i >= 0) slots[i] = fresh;
-            notifyIdle();
-          },
-          () => {
-            /* Start-up failed again: the pool stays one worker short. */
-          },
-        );
+        const replace = (delayMs: number) =>
+          start().then(
+            (fresh) => {
+              if (closed) return void fresh.worker.terminate();
+              if (i >= 0) slots[i] = fresh;
+              notifyIdle();
+            },
+            () => {
+              if (!closed) setTimeout(() => replace(Math.min(30_000, delayMs * 2)), delayMs).unref();
+            },
+          );
+        void replace(options.restartDelayMs ?? 1000);
       };
       worker.on("error", onDeath);
       worker.on("exit", (code) => onDeath(new Error(`worker exited with code ${code}`)));
