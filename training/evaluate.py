@@ -207,7 +207,7 @@ def main():
     ap.add_argument("--out", default="models/palm-lines/metrics.json")
     ap.add_argument("--limit", type=int, default=None)
     a = ap.parse_args()
-    torch.set_num_threads(2)
+    torch.set_num_threads(int(os.environ.get("TORCH_THREADS", "2")))
     net = exp.load_net(a.ckpt)
     if a.tune:
         tune(net, a.data, a.calib)
