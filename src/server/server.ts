@@ -14,9 +14,11 @@ import { connectNodeAdapter } from "@connectrpc/connect-node";
 import type { Store } from "../auth/store.js";
 import type { Config } from "../config.js";
 import type { Analyzer } from "../inference/analyzer-types.js";
+import { ERRORS } from "../errors.js";
 import type { Logger } from "../log.js";
 import { MAX_BODY_BYTES } from "../rest/rest-body.js";
 import { createRestHandler, pathOf, type NodeHandlerFn } from "../rest/rest-handler.js";
+import { newRequestId, REQUEST_ID_HEADER } from "./request-id.js";
 import { REST_SERVICES } from "./rest-services.js";
 import { createInterceptors, createRoutes } from "./routes.js";
 
@@ -107,6 +109,24 @@ export function createPalmServer(options: PalmServerOptions): PalmServer {
     },
     handle,
   );
+  // Request headers not received in time (PALM_HEADERS_TIMEOUT_MS): SPEC.md's 504 `timeout` in
+  // our JSON instead of Node's bare 408. Other malformed HTTP keeps Node's answers.
+  h1.on("clientError", (err: NodeJS.ErrnoException, socket: net.Socket) => {
+    if (err.code === "ECONNRESET" || !socket.writable) return void socket.destroy();
+    if (err.code === "ERR_HTTP_REQUEST_TIMEOUT") {
+      const requestId = newRequestId();
+      logger.info({ request_id: requestId, protocol: "http", status: 504, code: "timeout" }, "request headers not received in time");
+      const message = "The request headers were not received in time.";
+      const body = JSON.stringify({ error: { code: "timeout", message, status: ERRORS.timeout.httpStatus, request_id: requestId } });
+      socket.end(
+        `HTTP/1.1 ${ERRORS.timeout.httpStatus} Gateway Timeout\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n` +
+          `${REQUEST_ID_HEADER}: ${requestId}\r\nconnection: close\r\n\r\n${body}`,
+      );
+      return;
+    }
+    const tooLarge = err.code === "HPE_HEADER_OVERFLOW";
+    socket.end(tooLarge ? "HTTP/1.1 431 Request Header Fields Too Large\r\nconnection: close\r\n\r\n" : "HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n");
+  });
   // h1 never listens itself (the TCP front does); 'listening' starts its timeout checks.
   h1.emit("listening");
   const h2 = http2.createServer({ settings: { maxConcurrentStreams: 256 } }, handle);

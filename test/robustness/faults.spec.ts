@@ -224,4 +224,28 @@ describe("slow clients trickling their bodies", () => {
     // Only the normal client's analysis was charged.
     expect(await store.usage("acme", quotaPeriodOf())).toBe(1);
   });
+
+  it("get SPEC.md's 504 timeout as JSON when their request headers never finish", async () => {
+    const store = createMemoryStore();
+    const srv = await startServer({ analyzer, store, config: { headersTimeoutMs: 500 } });
+    cleanups.push(() => srv.close());
+    const key = await registerKey(store, "acme", "pro");
+    const socket = net.connect(srv.port, "127.0.0.1");
+    const chunks: Buffer[] = [];
+    socket.on("data", (c: Buffer) => chunks.push(c));
+    const closed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
+    socket.write(`POST /v1/palm/analyze HTTP/1.1\r\nhost: x\r\nx-api-key: ${key}\r\ncontent-type: appl`);
+    await closed;
+    const raw = Buffer.concat(chunks).toString();
+    const [head, payload] = raw.split("\r\n\r\n");
+    expect(head).toMatch(/^HTTP\/1\.1 504 /);
+    expect(head).toMatch(/\r\ncontent-type: application\/json\r\n/i);
+    const requestId = /\r\nx-request-id: (palm_\w+)/i.exec(head)?.[1];
+    expect(JSON.parse(payload)).toEqual({
+      error: { code: "timeout", message: "The request headers were not received in time.", status: 504, request_id: requestId },
+    });
+    // the server still serves, and nothing was charged
+    expect((await fetch(`${srv.url}/v1/palm/health`)).status).toBe(200);
+    expect(await store.usage("acme", quotaPeriodOf())).toBe(0);
+  });
 });
