@@ -5,7 +5,7 @@
  * (b) the full request over REST (autocannon) and over gRPC (a @grpc/grpc-js loop) at
  *     concurrency 1, 2, 4 and 16, against `node --import tsx src/main.ts` as a child process:
  *     req/s, p50, p99, 200/503 counts and the server's peak RSS (/proc/<pid>/status);
- * (c) GET /v1/palm/health latency from a 50 Hz probe, idle and while 12 MP analyses saturate the CPUs;
+ * (c) GET /v1/palm/health latency from a 50 Hz probe (in a thread of its own), idle and while 12 MP analyses saturate the CPUs;
  * plus c=16 against the default admission bound, to show the 503 overloaded refusals.
  *
  * Server configuration for (b) and (c): PALM_WORKERS unset (one worker per core), PALM_MAX_QUEUE=14,
@@ -15,8 +15,8 @@
  */
 import { execSync } from "node:child_process";
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
-import http from "node:http";
 import os from "node:os";
+import { Worker } from "node:worker_threads";
 import autocannon from "autocannon";
 import { PalmService } from "../gen/palm/v1/palm_pb.js";
 import { ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.js";
@@ -220,28 +220,49 @@ async function grpcCell(server: ServerProcess, client: GrpcClient, key: string, 
   };
 }
 
-/** probeHealth GETs /v1/palm/health every `intervalMs` (one at a time, keep-alive) until `stop` resolves. */
-async function probeHealth(url: string, stop: Promise<unknown>, intervalMs = 20): Promise<number[]> {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-  let done = false;
-  void stop.then(() => (done = true));
-  const latencies: number[] = [];
+/**
+ * The health probe, in a worker thread of its own: this process also runs the load generators
+ * (autocannon, grpc-js decoding multi-MB answers), and a probe on their event loop would time
+ * their stalls, not the server's.
+ */
+const PROBE_SOURCE = `
+const { parentPort, workerData } = require("node:worker_threads");
+const http = require("node:http");
+const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+const latencies = [];
+let done = false;
+parentPort.once("message", () => (done = true));
+(async () => {
   while (!done) {
     const t = performance.now();
-    await new Promise<void>((resolve, reject) => {
-      http
-        .get(`${url}/v1/palm/health`, { agent }, (res) => {
-          res.resume();
-          res.on("end", () => (res.statusCode === 200 ? resolve() : reject(new Error(`health ${res.statusCode}`))));
-        })
-        .on("error", reject);
+    await new Promise((resolve, reject) => {
+      http.get(workerData.url + "/v1/palm/health", { agent }, (res) => {
+        res.resume();
+        res.on("end", () => (res.statusCode === 200 ? resolve() : reject(new Error("health " + res.statusCode))));
+      }).on("error", reject);
     });
     latencies.push(performance.now() - t);
-    const wait = intervalMs - (performance.now() - t);
+    const wait = workerData.intervalMs - (performance.now() - t);
     if (wait > 0) await new Promise((r) => setTimeout(r, wait));
   }
   agent.destroy();
-  return latencies;
+  parentPort.postMessage(latencies);
+})().catch((e) => parentPort.postMessage({ error: String(e) }));
+`;
+
+/** probeHealth GETs /v1/palm/health every `intervalMs` (one at a time, keep-alive) until `stop` resolves. */
+async function probeHealth(url: string, stop: Promise<unknown>, intervalMs = 20): Promise<number[]> {
+  const worker = new Worker(PROBE_SOURCE, { eval: true, workerData: { url, intervalMs } });
+  const result = new Promise<number[] | { error: string }>((resolve, reject) => {
+    worker.once("message", resolve);
+    worker.once("error", reject);
+  });
+  await stop;
+  worker.postMessage("stop");
+  const out = await result;
+  await worker.terminate();
+  if (!Array.isArray(out)) throw new Error(`health probe failed: ${out.error}`);
+  return out;
 }
 
 const sleep = (s: number) => new Promise((r) => setTimeout(r, s * 1000));
@@ -331,8 +352,8 @@ async function main(): Promise<void> {
       health = {
         idle,
         loads: [
-          { name: "12 MP REST analyses at c=4", probes: restProbe, rps: rl["2xx"] / rl.duration, peakRss: restPeak },
-          { name: "12 MP gRPC analyses at c=4", probes: grpcProbe, rps: grpcDone / ((performance.now() - grpcStarted) / 1000), peakRss: grpcPeak },
+          { name: `${big.name} REST analyses at c=4`, probes: restProbe, rps: rl["2xx"] / rl.duration, peakRss: restPeak },
+          { name: `${big.name} gRPC analyses at c=4`, probes: grpcProbe, rps: grpcDone / ((performance.now() - grpcStarted) / 1000), peakRss: grpcPeak },
         ],
       };
     } finally {
@@ -352,7 +373,7 @@ async function main(): Promise<void> {
         const probes = await probeHealth(inline.url, load);
         const { value, peakRss } = await load;
         health.loads.push({
-          name: "12 MP REST analyses at c=4, JSON/base64 on the event loop (PALM_REST_CODEC_THREADS=0)",
+          name: `${big.name} REST analyses at c=4, JSON/base64 on the event loop (PALM_REST_CODEC_THREADS=0)`,
           probes,
           rps: value["2xx"] / value.duration,
           peakRss,
