@@ -4,8 +4,10 @@
  * base64) go to worker threads, so that their ~100 ms of JSON and base64 work per request never
  * blocks the event loop that health checks and other requests need (bench/RESULTS.md).
  *
- * Workers start on first use, are unref'd (they never keep the process alive), and a worker that
- * dies fails only its own pending jobs; the next job starts a fresh one.
+ * Workers start on first use and are unref'd (they never keep the process alive). A job whose
+ * worker dies (or fails for any reason but the input's) is redone inline, so a client never
+ * pays for a codec fault with a 500 after its analysis was charged; the next job starts a
+ * fresh worker.
  */
 import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
 import { ScalarType } from "@bufbuild/protobuf";
@@ -79,14 +81,18 @@ export function createRestCodec(options: RestCodecOptions): RestCodec {
     return slots[best]!;
   }
 
-  async function call(req: CodecRequest, transfer: ArrayBuffer[]): Promise<CodecReply> {
+  /** Runs `req` in a worker; undefined when the worker failed (not the input): redo it inline. */
+  async function call(req: CodecRequest, transfer: ArrayBuffer[]): Promise<CodecReply | undefined> {
     if (closed) throw new Error("The REST codec is closed.");
     const slot = pick();
     const reply = await new Promise<CodecReply>((resolve, reject) => {
       slot.pending.set(req.id, { resolve, reject });
       slot.worker.postMessage(req, transfer);
-    });
-    if (!reply.ok) throw codecError(reply.failure);
+    }).catch(() => undefined);
+    if (reply && !reply.ok) {
+      if (reply.failure.reason === undefined) return undefined;
+      throw codecError(reply.failure);
+    }
     return reply;
   }
 
@@ -110,11 +116,13 @@ export function createRestCodec(options: RestCodecOptions): RestCodec {
       // A private copy, transferred: the caller's buffer may be a slice of a shared pool.
       const copy = new Uint8Array(bytes);
       const reply = await call({ type: "decode", id: nextId++, typeName: desc.typeName, bodyField, bytes: copy }, [copy.buffer]);
+      if (!reply) return decodeRestBody(desc, bodyField, bytes);
       return (reply as { message: unknown }).message as MessageShape<typeof desc>;
     },
     async encode(desc, msg) {
       if (threads === 0 || !withBytesFields(desc)) return encodeRestBody(desc, msg);
       const reply = await call({ type: "encode", id: nextId++, typeName: desc.typeName, message: msg }, []);
+      if (!reply) return encodeRestBody(desc, msg);
       return (reply as { bytes: Uint8Array }).bytes;
     },
     async close() {
