@@ -360,26 +360,26 @@ async function main(): Promise<void> {
       exitCode = await server.stop();
     }
 
-    // The same REST saturation against a server that does its JSON and base64 on the event loop
-    // (PALM_REST_CODEC_THREADS=0, as before the codec workers): the codec's effect, side by side.
-    {
-      const inline = await startServerProcess({ ...env, PALM_REST_CODEC_THREADS: "0" });
+    // The same REST saturation against servers without one of the two measures that keep the event
+    // loop free, side by side: JSON and base64 on the event loop (as before the codec workers), and
+    // the engine's threads at the event loop's priority.
+    const variants: { env: Record<string, string>; what: string }[] = [
+      { env: { PALM_REST_CODEC_THREADS: "0" }, what: "JSON/base64 on the event loop (PALM_REST_CODEC_THREADS=0)" },
+      { env: { PALM_THREAD_NICE: "0" }, what: "engine threads not deprioritised (PALM_THREAD_NICE=0)" },
+    ];
+    for (const v of variants) {
+      const other = await startServerProcess({ ...env, ...v.env });
       try {
-        log("health probe: under 12 MP REST load, codec on the event loop ...");
         const big = workloads[0];
-        await restCell(inline, key, big, 2, 2); // warm-up, untimed
-        const load = trackPeakRss(inline, () => analyzeLoad(inline, key, big, { connections: 4, duration: SATURATION_S }));
+        log(`health probe: under ${big.name} REST load, ${v.what} ...`);
+        await restCell(other, key, big, 2, 2); // warm-up, untimed
+        const load = trackPeakRss(other, () => analyzeLoad(other, key, big, { connections: 4, duration: SATURATION_S }));
         await sleep(1.5);
-        const probes = await probeHealth(inline.url, load);
+        const probes = await probeHealth(other.url, load);
         const { value, peakRss } = await load;
-        health.loads.push({
-          name: `${big.name} REST analyses at c=4, JSON/base64 on the event loop (PALM_REST_CODEC_THREADS=0)`,
-          probes,
-          rps: value["2xx"] / value.duration,
-          peakRss,
-        });
+        health.loads.push({ name: `${big.name} REST analyses at c=4, ${v.what}`, probes, rps: value["2xx"] / value.duration, peakRss });
       } finally {
-        await inline.stop();
+        await other.stop();
       }
     }
 

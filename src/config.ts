@@ -41,6 +41,8 @@ export interface Config {
   readonly maxQueue: number | undefined;
   /** REST codec worker threads (large JSON bodies off the event loop); undefined → a quarter of the cores, 1 to 4; 0 → inline. */
   readonly restCodecThreads: number | undefined;
+  /** Nice value of the threads started after start-up (workers, libvips, onnxruntime); 0 leaves them as they are. Default 10. */
+  readonly threadNice: number;
   /** pino log level. Default "info". */
   readonly logLevel: string;
 }
@@ -70,6 +72,7 @@ export const CONFIG_VARIABLES: readonly ConfigVariable[] = Object.freeze([
   { name: "PALM_WORKERS", default: "one per CPU core", description: "analysis worker threads" },
   { name: "PALM_MAX_QUEUE", default: "2 x workers", description: "analyses waiting before 503 overloaded" },
   { name: "PALM_REST_CODEC_THREADS", default: "a quarter of the cores, 1 to 4", description: "threads decoding large REST bodies and encoding responses (0: on the event loop)" },
+  { name: "PALM_THREAD_NICE", default: "10", description: "nice value of analysis and codec threads, so the event loop comes first under load (Linux; 0: off)" },
   { name: "LOG_LEVEL", default: "info", description: "pino level: fatal, error, warn, info, debug, trace, silent" },
 ]);
 
@@ -140,6 +143,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     workers: get("PALM_WORKERS") === undefined ? undefined : int("PALM_WORKERS", 1, 1, 256),
     maxQueue: get("PALM_MAX_QUEUE") === undefined ? undefined : int("PALM_MAX_QUEUE", 0, 0, 100_000),
     restCodecThreads: get("PALM_REST_CODEC_THREADS") === undefined ? undefined : int("PALM_REST_CODEC_THREADS", 1, 0, 64),
+    threadNice: int("PALM_THREAD_NICE", 10, 0, 19),
     logLevel,
   };
   if (problems.length > 0) throw new ConfigError(problems);

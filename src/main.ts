@@ -6,6 +6,7 @@ import { ConfigError, loadConfig, unknownVariables, type Config } from "./config
 import { createAnalyzer } from "./inference/analyzer.js";
 import { createLogger } from "./log.js";
 import { createPalmServer } from "./server/server.js";
+import { startThreadPriority } from "./thread-priority.js";
 
 async function main(): Promise<void> {
   let config: Config;
@@ -23,10 +24,13 @@ async function main(): Promise<void> {
   if (config.redisUrl !== undefined && config.devKey !== undefined) {
     logger.warn("PALM_DEV_KEY is ignored with REDIS_URL: create keys with palmctl");
   }
+  // Threads alive now (Node's own) keep their priority; the engine's and the codec's get a lower one.
+  const priority = startThreadPriority(config.threadNice);
   const analyzer = await createAnalyzer({ modelPath: config.modelPath, workers: config.workers, maxQueue: config.maxQueue });
   const { store, kind, devKey, devKeyGenerated } = await openStore(config, logger);
   const server = createPalmServer({ analyzer, store, config, logger });
   const port = await server.listen();
+  priority.sweep();
   logger.info({ port, store: kind, model: analyzer.model }, "palm-api listening (gRPC, gRPC-Web, Connect, REST)");
   if (devKeyGenerated && devKey) {
     // Shown once, on stdout, on purpose: the only place this generated key ever appears.

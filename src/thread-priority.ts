@@ -1,0 +1,54 @@
+/**
+ * Keeping the event loop ahead of the number crunching. The analysis workers, their libvips and
+ * onnxruntime threads and the REST codec workers can keep every core busy; the main thread, which
+ * answers health checks, accepts connections and moves bytes, then waits for a time slice behind
+ * them. On Linux each thread has its own nice value: this lowers the priority of every thread
+ * started after start-up (everything but the main thread and Node's own threads at that point),
+ * so that under saturation the event loop gets the CPU first, while idle cores are still used
+ * to the full by the workers. Best effort: a no-op where /proc/self/task is missing (not Linux).
+ */
+import { readdirSync } from "node:fs";
+import os from "node:os";
+
+/** ThreadPriority lowers the priority of new threads until stopped. */
+export interface ThreadPriority {
+  /** sweep renices the threads started since the last sweep; returns how many it changed. */
+  sweep(): number;
+  stop(): void;
+}
+
+function threadIds(): number[] {
+  try {
+    return readdirSync("/proc/self/task").map(Number).filter(Number.isInteger);
+  } catch {
+    return [];
+  }
+}
+
+/**
+ * startThreadPriority snapshots the threads alive now (they keep their priority), then every
+ * `intervalMs` gives each newer thread the nice value `nice` (1-19; 0 returns a no-op).
+ */
+export function startThreadPriority(nice: number, intervalMs = 500): ThreadPriority {
+  const spared = new Set(threadIds());
+  spared.add(process.pid);
+  const sweep = () => {
+    if (nice <= 0) return 0;
+    let changed = 0;
+    for (const tid of threadIds()) {
+      if (spared.has(tid)) continue;
+      try {
+        if (os.getPriority(tid) < nice) {
+          os.setPriority(tid, nice);
+          changed++;
+        }
+      } catch {
+        // the thread ended meanwhile
+      }
+    }
+    return changed;
+  };
+  const timer = nice > 0 ? setInterval(sweep, intervalMs) : undefined;
+  timer?.unref();
+  return { sweep, stop: () => clearInterval(timer) };
+}
