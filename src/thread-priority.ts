@@ -12,7 +12,7 @@ import os from "node:os";
 
 /** ThreadPriority lowers the priority of new threads until stopped. */
 export interface ThreadPriority {
-  /** sweep renices the threads started since the last sweep; returns how many it changed. */
+  /** sweep gives every thread started after start-up the target nice value (if it has a lower one); returns how many it changed. */
   sweep(): number;
   stop(): void;
 }
