@@ -182,8 +182,7 @@ export function createRestHandler(options: RestHandlerOptions): RestHandler {
     const status = httpStatusOf(err);
     const headers = forwardedHeaders(err.metadata);
     headers.set(REQUEST_ID_HEADER, requestId);
-    const body = { error: { code: reasonOf(err) ?? "internal_error", message: err.rawMessage, status, request_id: requestId } };
-    send(req, res, status, headers, Buffer.from(JSON.stringify(body)));
+    send(req, res, status, headers, errorPayload(reasonOf(err) ?? "internal_error", err.rawMessage, status, requestId));
   }
 
   const handler: NodeHandlerFn = (req, res) => {
@@ -194,6 +193,11 @@ export function createRestHandler(options: RestHandlerOptions): RestHandler {
     });
   };
   return Object.assign(handler, { hasPath: (path: string) => table.has(path), close: () => codec.close() });
+}
+
+/** errorPayload is SPEC.md's JSON error body, as bytes. */
+export function errorPayload(code: string, message: string, status: number, requestId: string): Buffer {
+  return Buffer.from(JSON.stringify({ error: { code, message, status, request_id: requestId } }));
 }
 
 /** pathOf is a request's path without its query string. */

@@ -18,7 +18,6 @@ import { createRequestInterceptor } from "./request-interceptor.js";
 /** PUBLIC_METHODS need no API key: the liveness checks. */
 export const PUBLIC_METHODS = Object.freeze([PalmService.method.health, Health.method.check]);
 
-
 /** RoutesOptions configure {@link createRoutes}. */
 export interface RoutesOptions {
   analyzer: Analyzer;

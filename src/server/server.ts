@@ -17,7 +17,7 @@ import type { Analyzer } from "../inference/analyzer-types.js";
 import { ERRORS } from "../errors.js";
 import type { Logger } from "../log.js";
 import { MAX_BODY_BYTES } from "../rest/rest-body.js";
-import { createRestHandler, pathOf, type NodeHandlerFn } from "../rest/rest-handler.js";
+import { createRestHandler, errorPayload, pathOf, type NodeHandlerFn } from "../rest/rest-handler.js";
 import { newRequestId, REQUEST_ID_HEADER } from "./request-id.js";
 import { REST_SERVICES } from "./rest-services.js";
 import { createInterceptors, createRoutes } from "./routes.js";
@@ -116,12 +116,13 @@ export function createPalmServer(options: PalmServerOptions): PalmServer {
     if (err.code === "ERR_HTTP_REQUEST_TIMEOUT") {
       const requestId = newRequestId();
       logger.info({ request_id: requestId, protocol: "http", status: 504, code: "timeout" }, "request headers not received in time");
-      const message = "The request headers were not received in time.";
-      const body = JSON.stringify({ error: { code: "timeout", message, status: ERRORS.timeout.httpStatus, request_id: requestId } });
-      socket.end(
-        `HTTP/1.1 ${ERRORS.timeout.httpStatus} Gateway Timeout\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n` +
-          `${REQUEST_ID_HEADER}: ${requestId}\r\nconnection: close\r\n\r\n${body}`,
+      const status = ERRORS.timeout.httpStatus;
+      const body = errorPayload("timeout", "The request headers were not received in time.", status, requestId);
+      socket.write(
+        `HTTP/1.1 ${status} Gateway Timeout\r\ncontent-type: application/json\r\ncontent-length: ${body.byteLength}\r\n` +
+          `${REQUEST_ID_HEADER}: ${requestId}\r\nconnection: close\r\n\r\n`,
       );
+      socket.end(body);
       return;
     }
     const tooLarge = err.code === "HPE_HEADER_OVERFLOW";
