@@ -12,7 +12,9 @@
 * Palm: IoU of the thresholded palm channel on whole letterboxed scenes (test_scene), mean over
   images and pooled; also on crops.
 * Negatives (test_neg: backs of hands, forearms, objects, bare backgrounds): share of images with
-  no line detected by the metadata detection rule, single pass and with an emulated two-pass run.
+  no line detected by the metadata detection rule, single pass and with the two passes emulated
+  as the engine runs them (pass-1 palm of at least 0.4% of the input, crop, the crop pass's
+  palm check `crop.min_palm`, lines on the crop); on scenes, the share whose palm both passes find.
 Inference uses the torch checkpoint; with --onnx the exported file's metadata is used and the
 file is checked to give the same outputs (onnxruntime-node) on a few test images.
 """
@@ -114,10 +116,14 @@ def palm_iou(probs, gts, thr):
     return {"mean_iou": round(float(np.mean(ious)), 4), "pooled_iou": round(inter / max(union, 1), 4), "images": len(ious)}
 
 
+MIN_PALM_FRACTION = 0.004   # the engine's src/inference/postprocess.ts: smaller pass-1 palms are none
+
+
 def crop_from_palm(img, palm_prob, thr, margin):
-    """Emulate the engine's second pass on a 256 image: palm box -> margin -> square -> 256."""
+    """Emulate the engine's second pass on a 256 image: palm box -> margin -> square -> 256.
+    None when the whole-image pass finds no palm (largest component under MIN_PALM_FRACTION)."""
     cc = largest_cc(palm_prob > thr)
-    if cc.sum() == 0:
+    if cc.sum() < max(1, round(MIN_PALM_FRACTION * cc.size)):
         return None
     ys, xs = np.nonzero(cc)
     x0, x1, y0, y1 = xs.min(), xs.max() + 1, ys.min(), ys.max() + 1
@@ -130,25 +136,50 @@ def crop_from_palm(img, palm_prob, thr, margin):
     return cv2.warpAffine(img, M, (256, 256), flags=cv2.INTER_LINEAR, borderValue=0)
 
 
-def negative_metrics(net, imgs, probs, thr, det, margin):
-    single, two = 0, 0
+def palm_share(palm_prob, thr):
+    """Share of the map covered by the largest palm component (the engine's palmShare)."""
+    cc = largest_cc(palm_prob > thr)
+    return float(cc.sum()) / cc.size
+
+
+def two_pass(net, imgs, probs, thr, det, margin):
+    """Per image, as the engine runs it: (pass-1 palm found, pass-2 palm share, any line detected
+    on the crop). Images without a pass-1 palm get share 0 and no line."""
+    found = np.zeros(len(imgs), bool)
+    share = np.zeros(len(imgs))
+    fired = np.zeros(len(imgs), bool)
     crops, idx = [], []
-    for i in range(len(probs)):
-        fired = any(kept_line(probs[i, ci].astype(np.float32), thr[n], det)[1] for ci, n in enumerate(LINES, 1))
-        single += not fired
+    for i in range(len(imgs)):
         c = crop_from_palm(imgs[i], probs[i, 0].astype(np.float32), thr["palm"], margin)
-        if c is None:
-            two += 1
-        else:
+        if c is not None:
             crops.append(c); idx.append(i)
     if crops:
         p2 = predict(net, np.stack(crops))
-        for j in range(len(crops)):
-            fired = any(kept_line(p2[j, ci].astype(np.float32), thr[n], det)[1] for ci, n in enumerate(LINES, 1))
-            two += not fired
+        for j, i in enumerate(idx):
+            found[i] = True
+            share[i] = palm_share(p2[j, 0].astype(np.float32), thr["palm"])
+            fired[i] = any(kept_line(p2[j, ci].astype(np.float32), thr[n], det)[1] for ci, n in enumerate(LINES, 1))
+    return found, share, fired
+
+
+def negative_metrics(net, imgs, probs, thr, det, margin, min_palm):
+    single = sum(not any(kept_line(probs[i, ci].astype(np.float32), thr[n], det)[1] for ci, n in enumerate(LINES, 1))
+                 for i in range(len(probs)))
+    found, share, fired = two_pass(net, imgs, probs, thr, det, margin)
     n = len(probs)
-    return {"no_detection_single_pass": round(single / n, 4), "no_detection_two_pass": round(two / n, 4),
-            "palm_found_pass1": round(len(crops) / n, 4), "images": n}
+    clean_unchecked = float(np.mean(~(found & fired)))
+    clean = float(np.mean(~(found & (share >= min_palm) & fired)))
+    return {"no_detection_single_pass": round(single / n, 4), "no_detection_two_pass": round(clean, 4),
+            "no_detection_two_pass_without_crop_check": round(clean_unchecked, 4),
+            "palm_found_pass1": round(float(found.mean()), 4),
+            "palm_confirmed_pass2": round(float(np.mean(found & (share >= min_palm))), 4), "images": n}
+
+
+def scene_confirmation(net, imgs, probs, thr, det, margin, min_palm):
+    """On scenes with a palm: share where both passes find it (lines are then looked for)."""
+    found, share, _ = two_pass(net, imgs, probs, thr, det, margin)
+    return {"palm_found_pass1": round(float(found.mean()), 4),
+            "palm_confirmed_pass2": round(float(np.mean(found & (share >= min_palm))), 4), "images": len(imgs)}
 
 
 def tune(net, data_root, calib_path):
@@ -189,7 +220,25 @@ def tune(net, data_root, calib_path):
                 best = (key, mp, mc, neg_clean, rate)
     _, mp, mc, nc, rate = best
     print(f"detection: min_pixels {mp}, min_confidence {mc} (val negatives clean {nc:.3f}, val line detection {rate:.3f})")
-    calib.update({"thresholds": thr, "detection": {"min_pixels": mp, "min_confidence": mc}})
+    det = {"min_pixels": mp, "min_confidence": mc}
+    # crop-pass palm confirmation: the largest min_palm that keeps >= 99% of the val scenes whose
+    # palm pass 1 finds (a palm missed here loses all its lines), scored by val negatives kept clean
+    si, _, _ = load_shards(os.path.join(data_root, "val_scene"))
+    margin = calib["crop"]["margin"]
+    s_found, s_share, _ = two_pass(net, si, predict(net, si), thr, det, margin)
+    n_found, n_share, n_fired = two_pass(net, ni, np_, thr, det, margin)
+    min_palm = 0.0
+    for mpalm in (0.02, 0.04, 0.06, 0.08, 0.1, 0.12, 0.15, 0.2, 0.25, 0.3):
+        kept = float(np.mean(s_share[s_found] >= mpalm)) if s_found.any() else 1.0
+        if kept < 0.99:
+            break
+        min_palm = mpalm
+    kept = float(np.mean(s_share[s_found] >= min_palm)) if s_found.any() else 1.0
+    clean = float(np.mean(~(n_found & (n_share >= min_palm) & n_fired)))
+    print(f"crop min_palm {min_palm} (val scenes confirmed {kept:.3f} of {int(s_found.sum())} found; "
+          f"val negatives clean two-pass {clean:.3f}, without the check {float(np.mean(~(n_found & n_fired))):.3f})")
+    calib["crop"] = {**calib["crop"], "min_palm": min_palm}
+    calib.update({"thresholds": thr, "detection": det})
     os.makedirs(os.path.dirname(os.path.abspath(calib_path)), exist_ok=True)
     with open(calib_path, "w") as f:
         json.dump(calib, f, indent=1)
@@ -203,7 +252,7 @@ def main():
     ap.add_argument("--onnx", default=None, help="use this file's metadata and check it matches the checkpoint")
     ap.add_argument("--data", default="training/data")
     ap.add_argument("--calib", default="models/palm-lines/calibration.json")
-    ap.add_argument("--tune", action="store_true", help="calibrate on val_crop/val_neg and write --calib")
+    ap.add_argument("--tune", action="store_true", help="calibrate on val_crop/val_neg/val_scene and write --calib")
     ap.add_argument("--out", default="models/palm-lines/metrics.json")
     ap.add_argument("--limit", type=int, default=None)
     a = ap.parse_args()
@@ -234,7 +283,9 @@ def main():
                                   for k, v in line_metrics(sp, sg, thr, det).items()}
     ni, _, _ = load_shards(os.path.join(a.data, "test_neg"), a.limit)
     npb = predict(net, ni)
-    res["negatives"] = negative_metrics(net, ni, npb, thr, det, margin)
+    min_palm = calib["crop"].get("min_palm", 0.0)
+    res["scenes_two_pass"] = scene_confirmation(net, si, sp, thr, det, margin, min_palm)
+    res["negatives"] = negative_metrics(net, ni, npb, thr, det, margin, min_palm)
     res["sizes"] = {"test_crop": len(ci_), "test_scene": len(si), "test_neg": len(ni)}
     if a.onnx:
         res["onnx_check"] = exp.verify(net, a.onnx)
@@ -257,7 +308,11 @@ def print_table(res):
           f"pooled {res['palm_on_scenes']['pooled_iou']:.3f}; on crops: mean {res['palm_on_crops']['mean_iou']:.3f}")
     n = res["negatives"]
     print(f"negatives ({n['images']}): no line detected {n['no_detection_single_pass']:.3f} (single pass), "
-          f"{n['no_detection_two_pass']:.3f} (two-pass emulation)")
+          f"{n['no_detection_two_pass']:.3f} (two-pass as the engine runs it; "
+          f"{n['no_detection_two_pass_without_crop_check']:.3f} without the crop-pass palm check)")
+    sc = res["scenes_two_pass"]
+    print(f"scenes ({sc['images']}): palm found by pass 1 {sc['palm_found_pass1']:.3f}, confirmed by pass 2 "
+          f"{sc['palm_confirmed_pass2']:.3f}")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ data() {
   $PY -m training.generate --out "$D/train" --n "$N_TRAIN" --seed 1
   $PY -m training.generate --out "$D/val_crop" --n 300 --seed 3 --kind 1
   $PY -m training.generate --out "$D/val_neg" --n 200 --seed 6 --kind 2
+  $PY -m training.generate --out "$D/val_scene" --n 300 --seed 8 --kind 0
   $PY -m training.generate --out "$D/test_crop" --n 500 --seed 2 --kind 1
   $PY -m training.generate --out "$D/test_scene" --n 500 --seed 4 --kind 0
   $PY -m training.generate --out "$D/test_neg" --n 500 --seed 5 --kind 2
@@ -35,7 +36,7 @@ evaluate() {
 }
 smoke() {
   D=training/data/smoke RUN=training/runs/smoke MODEL=training/runs/smoke/palm-lines.onnx CALIB=training/runs/smoke/calibration.json
-  for s in "train 32 1 " "val_crop 8 3 1" "val_neg 8 6 2" "test_crop 8 2 1" "test_scene 8 4 0" "test_neg 8 5 2"; do
+  for s in "train 32 1 " "val_crop 8 3 1" "val_neg 8 6 2" "val_scene 8 8 0" "test_crop 8 2 1" "test_scene 8 4 0" "test_neg 8 5 2"; do
     set -- $s
     $PY -m training.generate --out "$D/$1" --n "$2" --seed "$3" --shard 16 ${4:+--kind $4}
   done

@@ -638,11 +638,14 @@ def lighting(rng, img, A_ss):
     return img
 
 
-def generate(rng, kind=None, neg_kind=None):
+DEFAULT_MIX = (0.35, 0.50, 0.15)   # shares of scenes, crops, negatives
+
+
+def generate(rng, kind=None, neg_kind=None, mix=DEFAULT_MIX):
     """Returns (image uint8 HxWx3 RGB, mask uint8 HxW bitfield, kind)."""
     if kind is None:
-        r = rng.random()
-        kind = KIND_SCENE if r < 0.35 else (KIND_CROP if r < 0.85 else KIND_NEG)
+        r = rng.random() * sum(mix)
+        kind = KIND_SCENE if r < mix[0] else (KIND_CROP if r < mix[0] + mix[1] else KIND_NEG)
     aw, ah = ASPECTS[rng.integers(len(ASPECTS))]
     long_px = rng.uniform(640, 4032)
     pw, ph = (long_px, long_px * ah / aw) if aw >= ah else (long_px * aw / ah, long_px)
@@ -716,9 +719,9 @@ def generate(rng, kind=None, neg_kind=None):
     return img, mask, kind
 
 
-def sample(seed, index, kind=None):
+def sample(seed, index, kind=None, mix=DEFAULT_MIX):
     rng = np.random.default_rng([int(seed), int(index)])
-    return generate(rng, kind)
+    return generate(rng, kind, mix=mix)
 
 
 def unpack(mask):

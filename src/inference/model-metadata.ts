@@ -34,6 +34,11 @@ export interface ModelMetadata {
   detection: { minPixels: number; minConfidence: number };
   /** Palm box margin, as a fraction of the box size added on each side before the crop pass. */
   cropMargin: number;
+  /**
+   * The crop pass must confirm the palm: its palm channel's largest component must cover at
+   * least this share of the crop (0..1), or the image is treated as palm-free. 0 disables it.
+   */
+  cropMinPalm: number;
   /** All raw metadata_props, for diagnostics. */
   raw: Readonly<Record<string, string>>;
 }
@@ -146,13 +151,16 @@ const REQUIRED_KEYS = ["model_name", "model_version", "input_size", "output_name
 export const DEFAULT_DETECTION = Object.freeze({ minPixels: 20, minConfidence: 0.5 });
 /** DEFAULT_CROP_MARGIN applies when the optional `crop` metadata is absent. */
 export const DEFAULT_CROP_MARGIN = 0.15;
+/** DEFAULT_CROP_MIN_PALM applies when `crop.min_palm` is absent: no confirmation by the crop pass. */
+export const DEFAULT_CROP_MIN_PALM = 0;
 
 /**
  * parseModelMetadata validates raw metadata_props into {@link ModelMetadata}. Required keys:
  * `model_name`, `model_version`, `input_size`, `output_names` (must name palm, heart, head and
  * life), `thresholds`. Optional keys and their defaults: `channel_order` "RGB",
  * `normalization` {scale 255, mean 0, std 1}, `letterbox` "center,pad=0", `detection`
- * {@link DEFAULT_DETECTION}, `crop` {margin {@link DEFAULT_CROP_MARGIN}}.
+ * {@link DEFAULT_DETECTION}, `crop` {margin {@link DEFAULT_CROP_MARGIN}, min_palm
+ * {@link DEFAULT_CROP_MIN_PALM}}.
  * Throws {@link ModelMetadataError} naming the offending key.
  */
 export function parseModelMetadata(props: Record<string, string>): ModelMetadata {
@@ -217,10 +225,12 @@ export function parseModelMetadata(props: Record<string, string>): ModelMetadata
   }
 
   let cropMargin = DEFAULT_CROP_MARGIN;
+  let cropMinPalm = DEFAULT_CROP_MIN_PALM;
   if (props.crop !== undefined) {
     const c = parseJson(props, "crop") as Record<string, unknown> | null;
     if (c === null || typeof c !== "object") throw new ModelMetadataError(`metadata "crop" must be an object`);
     if (c.margin !== undefined) cropMargin = num(c.margin, "crop.margin", 0, 2);
+    if (c.min_palm !== undefined) cropMinPalm = num(c.min_palm, "crop.min_palm", 0, 1);
   }
 
   return {
@@ -233,6 +243,7 @@ export function parseModelMetadata(props: Record<string, string>): ModelMetadata
     thresholds,
     detection,
     cropMargin,
+    cropMinPalm,
     raw: Object.freeze({ ...props }),
   };
 }

@@ -9,7 +9,15 @@ import { emptyMask } from "../image/mask.js";
 import { preprocessCrop, preprocessLetterbox, type TensorSpec } from "../image/preprocess.js";
 import { LINE_NAMES, type AnalysisResult, type LineName, type LineStats } from "./analyzer-types.js";
 import type { ModelMetadata } from "./model-metadata.js";
-import { findPalm, palmCropBox, palmDistanceMap, renderFullMask, selectLine, type FullMask } from "./postprocess.js";
+import {
+  findPalm,
+  palmCropBox,
+  palmDistanceMap,
+  palmShare,
+  renderFullMask,
+  selectLine,
+  type FullMask,
+} from "./postprocess.js";
 
 /** StageTimings are milliseconds spent per pipeline stage for one image. */
 export interface StageTimings {
@@ -111,8 +119,12 @@ export async function analyzeImage(
     lap("preprocess");
     const probs2 = await model.run(crop.tensor);
     lap("inference");
-    const palmDistance = palmDistanceMap(channel(probs2, meta.channels.palm, S), S, meta.thresholds.palm);
-    for (const line of LINE_NAMES) {
+    const palm2 = channel(probs2, meta.channels.palm, S);
+    // The crop pass sees the palm at full model resolution: when it finds too little palm there,
+    // the whole-image pass mistook something else (a back of hand, a forearm) for one.
+    const confirmed = meta.cropMinPalm <= 0 || palmShare(palm2, S, meta.thresholds.palm) >= meta.cropMinPalm;
+    const palmDistance = palmDistanceMap(palm2, S, meta.thresholds.palm);
+    for (const line of confirmed ? LINE_NAMES : []) {
       const prob = channel(probs2, meta.channels[line], S);
       const sel = selectLine(prob, S, {
         threshold: meta.thresholds[line],

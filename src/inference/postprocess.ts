@@ -111,6 +111,18 @@ export function findPalm(
 }
 
 /**
+ * palmShare is the share of an S x S map (0..1) covered by the largest component of the palm
+ * channel above `threshold`: how much palm the crop pass sees. The pipeline compares it with
+ * the model's `crop.min_palm` to confirm the whole-image pass's palm.
+ */
+export function palmShare(palmProb: Float32Array, size: number, threshold: number): number {
+  const comps = labelComponents(palmProb, size, size, threshold);
+  let best = 0;
+  for (let k = 1; k <= comps.count; k++) if (comps.sizes[k] > best) best = comps.sizes[k];
+  return best / (size * size);
+}
+
+/**
  * palmCropBox expands the palm box by `margin` x its size on each side and makes it square
  * (side = the longer side, centred). The square may extend beyond the image.
  */

@@ -35,7 +35,14 @@ function pack(a: Uint8Array, b: Uint8Array, c: Uint8Array, w: number, h: number)
  * on the second), so any misalignment in the engine's crop / upsampling shows up as lost
  * overlap, whatever the real model's quality.
  */
-function oracle(truth: { palm: Uint8Array; heart: Uint8Array; head: Uint8Array; life: Uint8Array }, w: number, h: number): PipelineModel {
+function oracle(
+  truth: { palm: Uint8Array; heart: Uint8Array; head: Uint8Array; life: Uint8Array },
+  w: number,
+  h: number,
+  options: { metadata?: typeof META; palmOnCrop?: boolean } = {},
+): PipelineModel {
+  const metadata = options.metadata ?? META;
+  const palmOnCrop = options.palmOnCrop ?? true;
   const lines = pack(truth.heart, truth.head, truth.life, w, h);
   const palm = pack(truth.palm, truth.palm, truth.palm, w, h);
   let call = 0;
@@ -53,7 +60,7 @@ function oracle(truth: { palm: Uint8Array; heart: Uint8Array; head: Uint8Array; 
   };
   let whole: Float32Array | undefined;
   return {
-    metadata: META,
+    metadata,
     async run() {
       call++;
       const side = Math.max(w, h);
@@ -63,7 +70,9 @@ function oracle(truth: { palm: Uint8Array; heart: Uint8Array; head: Uint8Array; 
         return whole;
       }
       const found = findPalm(whole!.subarray(0, S * S), S, 0.5, letterbox, { width: w, height: h });
-      return render(palmCropBox(found!, META.cropMargin));
+      const crop = await render(palmCropBox(found!, META.cropMargin));
+      if (!palmOnCrop) crop.fill(0, 0, S * S);
+      return crop;
     },
   };
 }
@@ -111,6 +120,20 @@ describe("analyzeImage()", () => {
       expect(result.stats[line].confidence).toBeGreaterThan(0.5); // every mask pixel is above the 0.5 threshold
       expect(result.stats[line].confidence).toBeLessThanOrEqual(1);
     }
+  });
+
+  it("reports no line when the crop pass does not confirm the palm (crop.min_palm), and lines when it does", async () => {
+    const { truth, w, h } = await upscaledTruth("crop-0", 1);
+    const bytes = fixtureImage("crop-0");
+    const strict = parseModelMetadata({ ...META.raw, crop: '{"margin":0.15,"min_palm":0.2}' });
+    expect(strict.cropMinPalm).toBe(0.2);
+    const unconfirmed = await analyzeImage(bytes, oracle(truth, w, h, { metadata: strict, palmOnCrop: false }));
+    for (const line of LINE_NAMES) expect(unconfirmed.result.stats[line].detected, line).toBe(false);
+    // Without the check, the same lines come through: the check alone removed them.
+    const unchecked = await analyzeImage(bytes, oracle(truth, w, h, { palmOnCrop: false }));
+    for (const line of LINE_NAMES) expect(unchecked.result.stats[line].detected, line).toBe(true);
+    const confirmed = await analyzeImage(bytes, oracle(truth, w, h, { metadata: strict }));
+    for (const line of LINE_NAMES) expect(confirmed.result.stats[line].detected, line).toBe(true);
   });
 
   it("returns empty masks and the photo as overlay when the model finds no palm", async () => {
