@@ -168,7 +168,8 @@ export function toPalmError(e: unknown): ConnectError {
       case Code.Canceled:
         return palmError("canceled", { metadata: e.metadata, cause: e });
       case Code.ResourceExhausted:
-        // connect's own readMaxBytes check: the message exceeds the 8 MiB body limit.
+        // connect's own readMaxBytes check (a compressed message that inflates past 8 MiB;
+        // larger messages on the wire are refused earlier by src/server/rpc-adapter.ts).
         return palmError("image_too_large", { metadata: e.metadata, cause: e });
       default:
         return palmError("internal_error", { metadata: e.metadata, cause: e });

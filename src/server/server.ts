@@ -4,13 +4,12 @@
  * Node 20's plaintext `http2.createServer` does not fall back to HTTP/1.1 (its `allowHTTP1` is
  * honoured with TLS only), so a tiny TCP front reads the first bytes of each connection and hands
  * it to an HTTP/2 server (client preface "PRI * HTTP/2.0") or an HTTP/1.1 server; both run the same
- * `connectNodeAdapter` handler, whose `fallback` is the REST surface.
+ * RPC handler (`rpc-adapter.ts`), whose `fallback` is the REST surface.
  */
 import http from "node:http";
 import http2 from "node:http2";
 import net, { type AddressInfo } from "node:net";
 import type { ServerHttp2Session } from "node:http2";
-import { connectNodeAdapter } from "@connectrpc/connect-node";
 import type { Store } from "../auth/store.js";
 import type { Config } from "../config.js";
 import type { Analyzer } from "../inference/analyzer-types.js";
@@ -19,6 +18,7 @@ import type { Logger } from "../log.js";
 import { MAX_BODY_BYTES } from "../rest/rest-body.js";
 import { createRestHandler, errorPayload, pathOf, type NodeHandlerFn } from "../rest/rest-handler.js";
 import { newRequestId, REQUEST_ID_HEADER } from "./request-id.js";
+import { createRpcAdapter } from "./rpc-adapter.js";
 import { REST_SERVICES } from "./rest-services.js";
 import { createInterceptors, createRoutes } from "./routes.js";
 
@@ -63,12 +63,15 @@ export function createPalmServer(options: PalmServerOptions): PalmServer {
     codecThreads: config.restCodecThreads,
     logger,
   });
-  const adapter = connectNodeAdapter({
+  const adapter = createRpcAdapter({
     routes,
     fallback: rest,
     interceptors,
-    // Protobuf messages up to the REST body limit; the 5 MiB image limit is checked by the
-    // service so that it answers image_too_large with its details (test/integration/protocols.spec.ts).
+    logger,
+    // Request messages up to the REST body limit: the adapter refuses a larger one with SPEC's
+    // image_too_large as its envelope header arrives; the 5 MiB image limit is checked by the
+    // service (test/integration/protocols.spec.ts).
+    maxBodyBytes: MAX_BODY_BYTES,
     readMaxBytes: MAX_BODY_BYTES,
     // Responses are mostly JPEG and PNG, already compressed: gzip cost a 12 MP gRPC answer
     // 120 ms of CPU to save 2.6% (bench/RESULTS.md), so responses are never compressed.

@@ -170,6 +170,28 @@ describe("PalmService/Analyze errors over gRPC and Connect", () => {
     expect(await usedNow()).toBe(0);
   });
 
+  it("rejects a message over the 8 MiB body limit with image_too_large and its ErrorInfo on every RPC protocol, uncharged", async () => {
+    const big = Buffer.alloc(8 * 1024 * 1024 + 16, 0x41);
+    const r = await callUnary(grpcJs, PalmService.method.analyze, { image: big }, { "x-api-key": key });
+    expect(r.error?.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+    expect(r.error?.details).toBe(ERRORS.image_too_large.message);
+    expect(r.connectError?.findDetails(ErrorInfoSchema)).toMatchObject([{ reason: "image_too_large", domain: "palm.v1" }]);
+    // Connect JSON carries the image as base64: 6.1 MiB of image makes a body over 8 MiB.
+    const viaJson = Buffer.alloc(6.1 * 1024 * 1024, 0x41);
+    for (const [name, transport] of Object.entries(transports)) {
+      const client = createClient(PalmService, transport());
+      const image = name.includes("JSON") ? viaJson : big;
+      const err = await client.analyze({ image }, { headers: { "x-api-key": key } }).catch((e) => ConnectError.from(e));
+      expect(err, name).toBeInstanceOf(ConnectError);
+      expect((err as ConnectError).code, name).toBe(Code.ResourceExhausted);
+      expect((err as ConnectError).rawMessage, name).toBe(ERRORS.image_too_large.message);
+      expect((err as ConnectError).findDetails(ErrorInfoSchema)[0]?.reason, name).toBe("image_too_large");
+    }
+    expect(await usedNow()).toBe(0);
+    const after = await callUnary(grpcJs, PalmService.method.analyze, { image: jpeg }, { "x-api-key": key });
+    expect(after.error).toBeUndefined();
+  });
+
   it("rejects the call past the plan's limit with RESOURCE_EXHAUSTED, QuotaFailure, RetryInfo and retry-after", async () => {
     const tinyKey = await registerKey(store, "tiny-co", "tiny");
     const ok = await callUnary(grpcJs, PalmService.method.analyze, { image: jpeg }, { "x-api-key": tinyKey });

@@ -1,0 +1,130 @@
+/**
+ * The node handler for the RPC protocols (gRPC, gRPC-Web, Connect), with SPEC.md's body limit
+ * enforced before connect reads the message.
+ *
+ * connect-node's own `readMaxBytes` check runs before any interceptor, so a message over the
+ * limit came back as connect's bare `resource_exhausted` ("message size is larger than
+ * configured readMaxBytes") without the ErrorInfo every other error carries. This adapter is
+ * `connectNodeAdapter` (a router, a path map, the universal request/response bridges) plus a
+ * guard on the request body: it reads the envelope headers of the enveloped protocols and the
+ * Content-Length of the others as the bytes arrive, and fails the body with SPEC's
+ * `image_too_large` the moment the limit is crossed, before the message is buffered. Connect
+ * turns that error into the protocol's answer (gRPC trailers, gRPC-Web trailer frame, Connect
+ * JSON error), details included. connect's `readMaxBytes` stays set as the second line (it also
+ * bounds decompressed messages).
+ */
+import { Code, ConnectError, createConnectRouter, type ConnectRouter, type ConnectRouterOptions } from "@connectrpc/connect";
+import {
+  compressionBrotli,
+  compressionGzip,
+  universalRequestFromNodeRequest,
+  universalResponseToNodeResponse,
+} from "@connectrpc/connect-node";
+import type { UniversalHandler } from "@connectrpc/connect/protocol";
+import { palmError } from "../errors.js";
+import type { Logger } from "../log.js";
+import type { NodeHandlerFn } from "../rest/rest-handler.js";
+
+/** RpcAdapterOptions configure {@link createRpcAdapter}. */
+export interface RpcAdapterOptions extends ConnectRouterOptions {
+  routes: (router: ConnectRouter) => void;
+  /** Handles every path that is not an RPC (the REST surface). */
+  fallback: NodeHandlerFn;
+  /** Largest request message (enveloped protocols) or body (Connect unary), bytes. */
+  maxBodyBytes: number;
+  logger: Logger;
+}
+
+/** ENVELOPE_HEADER_BYTES: flags (1) + big-endian length (4) before each enveloped message. */
+const ENVELOPE_HEADER_BYTES = 5;
+
+/** isEnveloped tells the content types whose body is a sequence of length-prefixed messages. */
+export function isEnveloped(contentType: string | null): boolean {
+  const ct = (contentType ?? "").toLowerCase();
+  return ct.startsWith("application/grpc") || ct.startsWith("application/connect+");
+}
+
+/**
+ * limitRequestBody passes `body` through unchanged while it stays within `maxBytes`:
+ * enveloped bodies per message (each envelope header's declared length is checked as soon as
+ * its 5 bytes are in), other bodies in total. Crossing the limit throws `tooLarge()` from the
+ * iteration, before the rest of the body is read.
+ */
+export async function* limitRequestBody(
+  body: AsyncIterable<Uint8Array>,
+  enveloped: boolean,
+  maxBytes: number,
+  tooLarge: () => Error,
+): AsyncIterable<Uint8Array> {
+  let total = 0;
+  // Enveloped: bytes left of the current message, and the header bytes gathered so far.
+  let remaining = 0;
+  const header = new Uint8Array(ENVELOPE_HEADER_BYTES);
+  let headerFill = 0;
+  for await (const chunk of body) {
+    total += chunk.byteLength;
+    if (!enveloped) {
+      if (total > maxBytes) throw tooLarge();
+      yield chunk;
+      continue;
+    }
+    let pos = 0;
+    while (pos < chunk.byteLength) {
+      if (remaining > 0) {
+        const take = Math.min(remaining, chunk.byteLength - pos);
+        remaining -= take;
+        pos += take;
+        continue;
+      }
+      header[headerFill++] = chunk[pos++];
+      if (headerFill === ENVELOPE_HEADER_BYTES) {
+        const length = new DataView(header.buffer).getUint32(1, false);
+        if (length > maxBytes) throw tooLarge();
+        remaining = length;
+        headerFill = 0;
+      }
+    }
+    yield chunk;
+  }
+}
+
+/** createRpcAdapter returns the node handler of the RPC routes; other paths go to `fallback`. */
+export function createRpcAdapter(options: RpcAdapterOptions): NodeHandlerFn {
+  const { routes, fallback, maxBodyBytes, logger, ...routerOptions } = options;
+  const router = createConnectRouter({
+    acceptCompression: [compressionGzip, compressionBrotli],
+    ...routerOptions,
+  });
+  routes(router);
+  const paths = new Map<string, UniversalHandler>();
+  for (const handler of router.handlers) paths.set(handler.requestPath, handler);
+  const tooLarge = () => palmError("image_too_large");
+
+  return (req, res) => {
+    const handler = paths.get((req.url ?? "").split("?", 2)[0]);
+    if (!handler) {
+      fallback(req, res);
+      return;
+    }
+    const uReq = universalRequestFromNodeRequest(req, res, undefined, undefined);
+    // Without a pre-parsed JSON body (the third argument), the body is the raw byte stream.
+    const raw = uReq.body as AsyncIterable<Uint8Array>;
+    const enveloped = isEnveloped(uReq.header.get("content-type"));
+    const declared = Number(uReq.header.get("content-length") ?? "");
+    let body = limitRequestBody(raw, enveloped, maxBodyBytes, tooLarge);
+    if (!enveloped && Number.isFinite(declared) && declared > maxBodyBytes) {
+      // connect would refuse a Content-Length over its readMaxBytes with its own error before
+      // reading; refuse it here with SPEC's, without reading the body either.
+      uReq.header.delete("content-length");
+      body = (async function* refuse(): AsyncIterable<Uint8Array> {
+        throw tooLarge();
+      })();
+    }
+    handler({ ...uReq, body })
+      .then((uRes) => universalResponseToNodeResponse(uRes, res))
+      .catch((reason: unknown) => {
+        if (ConnectError.from(reason).code === Code.Aborted) return;
+        logger.error({ err: reason, rpc: `${handler.service.typeName}/${handler.method.name}` }, "rpc handler failed");
+      });
+  };
+}
