@@ -16,20 +16,20 @@ import { createPalmService } from "../service/palm-service.js";
 import { createRequestInterceptor } from "./request-interceptor.js";
 
 /** PUBLIC_METHODS need no API key: the liveness checks. */
-export const PUBLIC_METHODS = Object.freeze([PalmService.method.health, Health.method.check]);
+export const PUBLIC_METHODS = Object.freeze([PalmService.method.health, Health.method.check, Health.method.watch]);
 
 /** RoutesOptions configure {@link createRoutes}. */
 export interface RoutesOptions {
   analyzer: Analyzer;
   config: Pick<Config, "analyzeTimeoutMs">;
-  /** Whether the server still serves (grpc.health.v1 answers NOT_SERVING once shutdown began). */
-  isServing?: () => boolean;
+  /** Aborted when shutdown begins (grpc.health.v1 answers NOT_SERVING from then on). */
+  stopping?: AbortSignal;
 }
 
 /** createRoutes registers palm.v1.PalmService and grpc.health.v1.Health. */
 export function createRoutes(options: RoutesOptions): (router: ConnectRouter) => void {
   const palm = createPalmService({ analyzer: options.analyzer, analyzeTimeoutMs: options.config.analyzeTimeoutMs });
-  const health = createGrpcHealthService({ isServing: options.isServing });
+  const health = createGrpcHealthService({ stopping: options.stopping });
   return (router) => {
     router.service(PalmService, palm);
     router.service(Health, health);

@@ -53,7 +53,8 @@ export function createPalmServer(options: PalmServerOptions): PalmServer {
   const { config, logger } = options;
   let closing = false;
   const shutdownController = new AbortController();
-  const routes = createRoutes({ analyzer: options.analyzer, config, isServing: () => !closing });
+  const stopping = new AbortController();
+  const routes = createRoutes({ analyzer: options.analyzer, config, stopping: stopping.signal });
   const interceptors = createInterceptors({ store: options.store, config, logger, now: options.now });
   const rest = createRestHandler({
     services: REST_SERVICES,
@@ -195,6 +196,7 @@ export function createPalmServer(options: PalmServerOptions): PalmServer {
     async shutdown(graceMs = config.shutdownGraceMs): Promise<void> {
       if (closing) return;
       closing = true;
+      stopping.abort(); // health: NOT_SERVING, Watch streams get it and end
       const frontClosed = new Promise<void>((resolve) => front.close(() => resolve()));
       for (const s of sessions) s.close(); // GOAWAY: running streams finish, no new ones
       h1.closeIdleConnections();

@@ -6,7 +6,12 @@ import * as grpc from "@grpc/grpc-js";
 import { Code, ConnectError, createClient, type Client, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { HealthCheckResponse_ServingStatus, Health } from "../../gen/grpc/health/v1/health_pb.js";
+import {
+  Health,
+  HealthCheckRequestSchema,
+  HealthCheckResponseSchema,
+  HealthCheckResponse_ServingStatus,
+} from "../../gen/grpc/health/v1/health_pb.js";
 import {
   BadRequestSchema,
   ErrorInfoSchema,
@@ -14,7 +19,7 @@ import {
   RetryInfoSchema,
 } from "../../gen/google/rpc/error_details_pb.js";
 import { AnalysisResultsSchema, PalmService } from "../../gen/palm/v1/palm_pb.js";
-import { equals } from "@bufbuild/protobuf";
+import { create, equals, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { quotaPeriodOf } from "../../src/auth/quota-period.js";
 import { createRedisStore, type RedisStore } from "../../src/auth/redis-store.js";
 import { ERRORS } from "../../src/errors.js";
@@ -63,6 +68,61 @@ afterEach(async () => {
 });
 
 const usedNow = () => store.usage("acme", quotaPeriodOf());
+
+/** watchHealth opens grpc.health.v1.Health/Watch with grpc-js and records what arrives. */
+function watchHealth(service: string) {
+  const statuses: HealthCheckResponse_ServingStatus[] = [];
+  const call = grpcJs.makeServerStreamRequest(
+    `/${Health.typeName}/Watch`,
+    (m: { service: string }) => Buffer.from(toBinary(HealthCheckRequestSchema, create(HealthCheckRequestSchema, m))),
+    (b: Buffer) => fromBinary(HealthCheckResponseSchema, b),
+    { service },
+  );
+  call.on("data", (m: { status: HealthCheckResponse_ServingStatus }) => statuses.push(m.status));
+  const ended = new Promise<grpc.StatusObject>((resolve) => call.on("status", resolve));
+  call.on("error", () => {}); // a cancelled call reports through "status"
+  return { statuses, ended, cancel: () => call.cancel() };
+}
+
+describe("grpc.health.v1.Health", () => {
+  it("Watch sends SERVING at once, then NOT_SERVING when shutdown begins, and ends so the drain is not held up", async () => {
+    const watch = watchHealth("");
+    const pinned = watchHealth(PalmService.typeName);
+    await expect.poll(() => watch.statuses.length + pinned.statuses.length).toBe(2);
+    expect(watch.statuses).toEqual([HealthCheckResponse_ServingStatus.SERVING]);
+    expect(pinned.statuses).toEqual([HealthCheckResponse_ServingStatus.SERVING]);
+    const started = Date.now();
+    await srv.close(); // grace 2 s: a stream still open would hold the shutdown for all of it
+    expect(Date.now() - started).toBeLessThan(1500);
+    expect((await watch.ended).code).toBe(grpc.status.OK);
+    expect(watch.statuses).toEqual([HealthCheckResponse_ServingStatus.SERVING, HealthCheckResponse_ServingStatus.NOT_SERVING]);
+    expect(pinned.statuses).toEqual([HealthCheckResponse_ServingStatus.SERVING, HealthCheckResponse_ServingStatus.NOT_SERVING]);
+  });
+
+  it("Watch of an unknown service answers SERVICE_UNKNOWN and stays open until the client cancels; Check answers NOT_FOUND", async () => {
+    const watch = watchHealth("no.such.Service");
+    await expect.poll(() => watch.statuses.length).toBe(1);
+    expect(watch.statuses).toEqual([HealthCheckResponse_ServingStatus.SERVICE_UNKNOWN]);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(watch.statuses).toHaveLength(1);
+    watch.cancel();
+    expect((await watch.ended).code).toBe(grpc.status.CANCELLED);
+    const check = await callUnary(grpcJs, Health.method.check, { service: "no.such.Service" });
+    expect(check.error?.code).toBe(grpc.status.NOT_FOUND);
+    expect(check.connectError?.findDetails(ErrorInfoSchema)[0]?.reason).toBe("not_found");
+    // The server serves on.
+    const ok = await callUnary(grpcJs, Health.method.check, { service: PalmService.typeName });
+    expect(ok.message?.status).toBe(HealthCheckResponse_ServingStatus.SERVING);
+  });
+
+  it("Watch works over Connect too, without a key", async () => {
+    const client = createClient(Health, transports["Connect (HTTP/2, binary)"]());
+    const ac = new AbortController();
+    const it = client.watch({}, { signal: ac.signal })[Symbol.asyncIterator]();
+    expect((await it.next()).value?.status).toBe(HealthCheckResponse_ServingStatus.SERVING);
+    ac.abort();
+  });
+});
 
 describe("PalmService/Analyze across protocols", () => {
   it("gives the same answer and metadata over grpc-js, connect-node gRPC, gRPC-Web, Connect and REST", async () => {
