@@ -39,6 +39,11 @@ export interface ModelMetadata {
    * least this share of the crop (0..1), or the image is treated as palm-free. 0 disables it.
    */
   cropMinPalm: number;
+  /**
+   * Threshold on the whole-image pass's palm channel for proposing the palm box (may be looser
+   * than `thresholds.palm`, to find small palms, when the crop pass confirms them).
+   */
+  palmProposal: number;
   /** All raw metadata_props, for diagnostics. */
   raw: Readonly<Record<string, string>>;
 }
@@ -160,7 +165,7 @@ export const DEFAULT_CROP_MIN_PALM = 0;
  * life), `thresholds`. Optional keys and their defaults: `channel_order` "RGB",
  * `normalization` {scale 255, mean 0, std 1}, `letterbox` "center,pad=0", `detection`
  * {@link DEFAULT_DETECTION}, `crop` {margin {@link DEFAULT_CROP_MARGIN}, min_palm
- * {@link DEFAULT_CROP_MIN_PALM}}.
+ * {@link DEFAULT_CROP_MIN_PALM}, proposal: `thresholds.palm`}.
  * Throws {@link ModelMetadataError} naming the offending key.
  */
 export function parseModelMetadata(props: Record<string, string>): ModelMetadata {
@@ -226,11 +231,13 @@ export function parseModelMetadata(props: Record<string, string>): ModelMetadata
 
   let cropMargin = DEFAULT_CROP_MARGIN;
   let cropMinPalm = DEFAULT_CROP_MIN_PALM;
+  let palmProposal = thresholds.palm;
   if (props.crop !== undefined) {
     const c = parseJson(props, "crop") as Record<string, unknown> | null;
     if (c === null || typeof c !== "object") throw new ModelMetadataError(`metadata "crop" must be an object`);
     if (c.margin !== undefined) cropMargin = num(c.margin, "crop.margin", 0, 2);
     if (c.min_palm !== undefined) cropMinPalm = num(c.min_palm, "crop.min_palm", 0, 1);
+    if (c.proposal !== undefined) palmProposal = num(c.proposal, "crop.proposal", 0, 1);
   }
 
   return {
@@ -244,6 +251,7 @@ export function parseModelMetadata(props: Record<string, string>): ModelMetadata
     detection,
     cropMargin,
     cropMinPalm,
+    palmProposal,
     raw: Object.freeze({ ...props }),
   };
 }

@@ -104,7 +104,7 @@ export async function analyzeImage(
   lap("preprocess");
   const probs1 = await model.run(whole.tensor);
   lap("inference");
-  const palm = findPalm(channel(probs1, meta.channels.palm, S), S, meta.thresholds.palm, whole.box, image);
+  const palm = findPalm(channel(probs1, meta.channels.palm, S), S, meta.palmProposal, whole.box, image);
   lap("postprocess");
 
   const masks = {} as Record<LineName, FullMask>;

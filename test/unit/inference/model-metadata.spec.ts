@@ -70,7 +70,7 @@ const FULL = {
   output_names: "palm,heart,head,life",
   thresholds: '{"palm":0.5,"heart":0.4,"head":0.45,"life":0.55}',
   detection: '{"min_pixels":30,"min_confidence":0.6}',
-  crop: '{"margin":0.2,"min_palm":0.12}',
+  crop: '{"margin":0.2,"min_palm":0.12,"proposal":0.3}',
 };
 
 describe("readOnnxMetadataProps()", () => {
@@ -101,6 +101,7 @@ describe("parseModelMetadata()", () => {
     expect(m.detection).toEqual({ minPixels: 30, minConfidence: 0.6 });
     expect(m.cropMargin).toBe(0.2);
     expect(m.cropMinPalm).toBe(0.12);
+    expect(m.palmProposal).toBe(0.3);
   });
 
   it("maps output channels by name, in any order", () => {
@@ -117,6 +118,7 @@ describe("parseModelMetadata()", () => {
     expect(m.detection).toEqual({ minPixels: 20, minConfidence: 0.5 });
     expect(m.cropMargin).toBe(0.15);
     expect(m.cropMinPalm).toBe(0);
+    expect(m.palmProposal).toBe(m.thresholds.palm);
   });
 
   it.each([
@@ -126,6 +128,7 @@ describe("parseModelMetadata()", () => {
     [{ thresholds: '{"palm":0.5,"heart":2,"head":0.5,"life":0.5}' }, "thresholds.heart must be a number in [0, 1]"],
     [{ output_names: "palm,heart,head" }, 'metadata "output_names" lacks "life"'],
     [{ crop: '{"margin":0.2,"min_palm":1.5}' }, "crop.min_palm must be a number in [0, 1]"],
+    [{ crop: '{"proposal":-0.1}' }, "crop.proposal must be a number in [0, 1]"],
     [{ input_size: "big" }, 'metadata "input_size" must be an integer'],
     [{ channel_order: "GBR" }, 'metadata "channel_order" must be RGB or BGR'],
     [{ letterbox: "top-left" }, 'metadata "letterbox" must start with "center"'],

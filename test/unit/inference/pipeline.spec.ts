@@ -39,7 +39,7 @@ function oracle(
   truth: { palm: Uint8Array; heart: Uint8Array; head: Uint8Array; life: Uint8Array },
   w: number,
   h: number,
-  options: { metadata?: typeof META; palmOnCrop?: boolean } = {},
+  options: { metadata?: typeof META; palmOnCrop?: boolean; wholePalmScale?: number } = {},
 ): PipelineModel {
   const metadata = options.metadata ?? META;
   const palmOnCrop = options.palmOnCrop ?? true;
@@ -67,9 +67,11 @@ function oracle(
       const letterbox = { x: Math.floor((w - side) / 2), y: Math.floor((h - side) / 2), side };
       if (call === 1) {
         whole = await render(letterbox);
+        const scale = options.wholePalmScale ?? 1;
+        for (let i = 0; i < S * S; i++) whole[i] *= scale;
         return whole;
       }
-      const found = findPalm(whole!.subarray(0, S * S), S, 0.5, letterbox, { width: w, height: h });
+      const found = findPalm(whole!.subarray(0, S * S), S, metadata.palmProposal, letterbox, { width: w, height: h });
       const crop = await render(palmCropBox(found!, META.cropMargin));
       if (!palmOnCrop) crop.fill(0, 0, S * S);
       return crop;
@@ -134,6 +136,17 @@ describe("analyzeImage()", () => {
     for (const line of LINE_NAMES) expect(unchecked.result.stats[line].detected, line).toBe(true);
     const confirmed = await analyzeImage(bytes, oracle(truth, w, h, { metadata: strict }));
     for (const line of LINE_NAMES) expect(confirmed.result.stats[line].detected, line).toBe(true);
+  });
+
+  it("proposes the palm box at crop.proposal: a faint whole-image palm is still looked into", async () => {
+    const { truth, w, h } = await upscaledTruth("scene-0", 1);
+    const bytes = fixtureImage("scene-0");
+    // The whole-image pass sees the palm at probability 0.4: under thresholds.palm (0.5).
+    const strict = await analyzeImage(bytes, oracle(truth, w, h, { wholePalmScale: 0.4 }));
+    for (const line of LINE_NAMES) expect(strict.result.stats[line].detected, line).toBe(false);
+    const loose = parseModelMetadata({ ...META.raw, crop: '{"margin":0.15,"proposal":0.3}' });
+    const proposed = await analyzeImage(bytes, oracle(truth, w, h, { metadata: loose, wholePalmScale: 0.4 }));
+    for (const line of LINE_NAMES) expect(proposed.result.stats[line].detected, line).toBe(true);
   });
 
   it("returns empty masks and the photo as overlay when the model finds no palm", async () => {
