@@ -145,25 +145,29 @@ def palm_share(palm_prob, thr):
     return float(cc.sum()) / cc.size
 
 
+def second_pass(net, imgs, probs, proposal, margin):
+    """The engine's crop pass on every image whose pass-1 palm (at `proposal`) is found:
+    (indices of those images, their image-to-crop affines, the crop-pass probabilities)."""
+    crops, mats, idx = [], [], []
+    for i in range(len(imgs)):
+        r = crop_from_palm(imgs[i], probs[i, 0].astype(np.float32), proposal, margin, with_transform=True)
+        if r is not None:
+            crops.append(r[0]); mats.append(r[1]); idx.append(i)
+    return idx, mats, (predict(net, np.stack(crops)) if crops else None)
+
+
 def two_pass(net, imgs, probs, thr, det, margin, proposal=None):
     """Per image, as the engine runs it: (pass-1 palm found at the `proposal` threshold, default
     thr["palm"]; pass-2 palm share; any line detected on the crop). Images without a pass-1 palm
     get share 0 and no line."""
-    proposal = thr["palm"] if proposal is None else proposal
     found = np.zeros(len(imgs), bool)
     share = np.zeros(len(imgs))
     fired = np.zeros(len(imgs), bool)
-    crops, idx = [], []
-    for i in range(len(imgs)):
-        c = crop_from_palm(imgs[i], probs[i, 0].astype(np.float32), proposal, margin)
-        if c is not None:
-            crops.append(c); idx.append(i)
-    if crops:
-        p2 = predict(net, np.stack(crops))
-        for j, i in enumerate(idx):
-            found[i] = True
-            share[i] = palm_share(p2[j, 0].astype(np.float32), thr["palm"])
-            fired[i] = any(kept_line(p2[j, ci].astype(np.float32), thr[n], det)[1] for ci, n in enumerate(LINES, 1))
+    idx, _, p2 = second_pass(net, imgs, probs, thr["palm"] if proposal is None else proposal, margin)
+    for j, i in enumerate(idx):
+        found[i] = True
+        share[i] = palm_share(p2[j, 0].astype(np.float32), thr["palm"])
+        fired[i] = any(kept_line(p2[j, ci].astype(np.float32), thr[n], det)[1] for ci, n in enumerate(LINES, 1))
     return found, share, fired
 
 
@@ -185,19 +189,12 @@ def palm_iou_two_pass(net, imgs, probs, gts, thr, margin, proposal=None):
     back onto the 256 scene (bilinear), thresholded, largest component; an image whose palm
     pass 1 misses counts with an empty prediction. The crop is cut from the 256 scene here (the
     engine cuts it from the full-size photo, sharper), so this is a lower bound for the engine."""
-    crops, mats, idx = [], [], []
-    for i in range(len(imgs)):
-        r = crop_from_palm(imgs[i], probs[i, 0].astype(np.float32), thr if proposal is None else proposal, margin,
-                           with_transform=True)
-        if r is not None:
-            crops.append(r[0]); mats.append(r[1]); idx.append(i)
+    idx, mats, p2 = second_pass(net, imgs, probs, thr if proposal is None else proposal, margin)
     back = {}
-    if crops:
-        p2 = predict(net, np.stack(crops))
-        for j, i in enumerate(idx):
-            pm = cv2.warpAffine(p2[j, 0].astype(np.float32), mats[j], (256, 256),
-                                flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP, borderValue=0)
-            back[i] = largest_cc(pm > thr)
+    for j, i in enumerate(idx):
+        pm = cv2.warpAffine(p2[j, 0].astype(np.float32), mats[j], (256, 256),
+                            flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP, borderValue=0)
+        back[i] = largest_cc(pm > thr)
     ious, inter, union = [], 0, 0
     for i in range(len(imgs)):
         gt = gts[i, 0] > 0

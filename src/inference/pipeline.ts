@@ -123,7 +123,7 @@ export async function analyzeImage(
     // The crop pass sees the palm at full model resolution: when it finds too little palm there,
     // the whole-image pass mistook something else (a back of hand, a forearm) for one.
     const confirmed = meta.cropMinPalm <= 0 || palmShare(palm2, S, meta.thresholds.palm) >= meta.cropMinPalm;
-    const palmDistance = palmDistanceMap(palm2, S, meta.thresholds.palm);
+    const palmDistance = confirmed ? palmDistanceMap(palm2, S, meta.thresholds.palm) : null;
     for (const line of confirmed ? LINE_NAMES : []) {
       const prob = channel(probs2, meta.channels[line], S);
       const sel = selectLine(prob, S, {
