@@ -156,14 +156,14 @@ def second_pass(net, imgs, probs, proposal, margin):
     return idx, mats, (predict(net, np.stack(crops)) if crops else None)
 
 
-def two_pass(net, imgs, probs, thr, det, margin, proposal=None):
-    """Per image, as the engine runs it: (pass-1 palm found at the `proposal` threshold, default
-    thr["palm"]; pass-2 palm share; any line detected on the crop). Images without a pass-1 palm
-    get share 0 and no line."""
-    found = np.zeros(len(imgs), bool)
-    share = np.zeros(len(imgs))
-    fired = np.zeros(len(imgs), bool)
-    idx, _, p2 = second_pass(net, imgs, probs, thr["palm"] if proposal is None else proposal, margin)
+def two_pass(passes, n, thr, det):
+    """Per image of the n that `passes` (a second_pass result) ran on, as the engine runs them:
+    (pass-1 palm found; pass-2 palm share; any line detected on the crop). Images without a
+    pass-1 palm get share 0 and no line."""
+    found = np.zeros(n, bool)
+    share = np.zeros(n)
+    fired = np.zeros(n, bool)
+    idx, _, p2 = passes
     for j, i in enumerate(idx):
         found[i] = True
         share[i] = palm_share(p2[j, 0].astype(np.float32), thr["palm"])
@@ -171,11 +171,11 @@ def two_pass(net, imgs, probs, thr, det, margin, proposal=None):
     return found, share, fired
 
 
-def negative_metrics(net, imgs, probs, thr, det, margin, min_palm, proposal=None):
+def negative_metrics(net, imgs, probs, thr, det, margin, min_palm, proposal):
     single = sum(not any(kept_line(probs[i, ci].astype(np.float32), thr[n], det)[1] for ci, n in enumerate(LINES, 1))
                  for i in range(len(probs)))
-    found, share, fired = two_pass(net, imgs, probs, thr, det, margin, proposal)
     n = len(probs)
+    found, share, fired = two_pass(second_pass(net, imgs, probs, proposal, margin), n, thr, det)
     clean_unchecked = float(np.mean(~(found & fired)))
     clean = float(np.mean(~(found & (share >= min_palm) & fired)))
     return {"no_detection_single_pass": round(single / n, 4), "no_detection_two_pass": round(clean, 4),
@@ -184,19 +184,19 @@ def negative_metrics(net, imgs, probs, thr, det, margin, min_palm, proposal=None
             "palm_confirmed_pass2": round(float(np.mean(found & (share >= min_palm))), 4), "images": n}
 
 
-def palm_iou_two_pass(net, imgs, probs, gts, thr, margin, proposal=None):
+def palm_iou_two_pass(passes, gts, thr):
     """Palm IoU on scenes as the engine localises the palm: the crop pass's palm channel mapped
     back onto the 256 scene (bilinear), thresholded, largest component; an image whose palm
     pass 1 misses counts with an empty prediction. The crop is cut from the 256 scene here (the
     engine cuts it from the full-size photo, sharper), so this is a lower bound for the engine."""
-    idx, mats, p2 = second_pass(net, imgs, probs, thr if proposal is None else proposal, margin)
+    idx, mats, p2 = passes
     back = {}
     for j, i in enumerate(idx):
         pm = cv2.warpAffine(p2[j, 0].astype(np.float32), mats[j], (256, 256),
                             flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP, borderValue=0)
         back[i] = largest_cc(pm > thr)
     ious, inter, union = [], 0, 0
-    for i in range(len(imgs)):
+    for i in range(len(gts)):
         gt = gts[i, 0] > 0
         pr = back.get(i, np.zeros(gt.shape, np.uint8)) > 0
         it, un = int((pr & gt).sum()), int((pr | gt).sum())
@@ -206,11 +206,11 @@ def palm_iou_two_pass(net, imgs, probs, gts, thr, margin, proposal=None):
     return {"mean_iou": round(float(np.mean(ious)), 4), "pooled_iou": round(inter / max(union, 1), 4), "images": len(ious)}
 
 
-def scene_confirmation(net, imgs, probs, thr, det, margin, min_palm, proposal=None):
-    """On scenes with a palm: share where both passes find it (lines are then looked for)."""
-    found, share, _ = two_pass(net, imgs, probs, thr, det, margin, proposal)
+def scene_confirmation(passes, n, thr, det, min_palm):
+    """On n scenes with a palm: share where both passes find it (lines are then looked for)."""
+    found, share, _ = two_pass(passes, n, thr, det)
     return {"palm_found_pass1": round(float(found.mean()), 4),
-            "palm_confirmed_pass2": round(float(np.mean(found & (share >= min_palm))), 4), "images": len(imgs)}
+            "palm_confirmed_pass2": round(float(np.mean(found & (share >= min_palm))), 4), "images": n}
 
 
 def tune(net, data_root, calib_path):
@@ -262,8 +262,8 @@ def tune(net, data_root, calib_path):
     sp_ = predict(net, si)
     best = None
     for proposal in (0.5, 0.4, 0.3, 0.2):
-        s_found, s_share, _ = two_pass(net, si, sp_, thr, det, margin, proposal)
-        n_found, n_share, n_fired = two_pass(net, ni, np_, thr, det, margin, proposal)
+        s_found, s_share, _ = two_pass(second_pass(net, si, sp_, proposal, margin), len(si), thr, det)
+        n_found, n_share, n_fired = two_pass(second_pass(net, ni, np_, proposal, margin), len(ni), thr, det)
         for mpalm in (0.0, 0.02, 0.04, 0.06, 0.08, 0.1, 0.12, 0.15, 0.2, 0.25, 0.3):
             scenes = float(np.mean(s_found & (s_share >= mpalm)))
             clean = float(np.mean(~(n_found & (n_share >= mpalm) & n_fired)))
@@ -315,15 +315,15 @@ def main():
     sp = predict(net, si)
     sg = unpack(sm)
     res["palm_on_scenes"] = palm_iou(sp, sg, thr["palm"])
-    res["palm_on_scenes_two_pass"] = palm_iou_two_pass(net, si, sp, sg, thr["palm"], margin,
-                                                        calib["crop"].get("proposal"))
+    min_palm = calib["crop"].get("min_palm", 0.0)
+    proposal = calib["crop"].get("proposal", thr["palm"])
+    scene_passes = second_pass(net, si, sp, proposal, margin)   # shared by the two scene metrics
+    res["palm_on_scenes_two_pass"] = palm_iou_two_pass(scene_passes, sg, thr["palm"])
     res["lines_on_scenes_raw"] = {k: {kk: v[kk] for kk in ("precision", "recall", "f1")}
                                   for k, v in line_metrics(sp, sg, thr, det).items()}
     ni, _, _ = load_shards(os.path.join(a.data, "test_neg"), a.limit)
     npb = predict(net, ni)
-    min_palm = calib["crop"].get("min_palm", 0.0)
-    proposal = calib["crop"].get("proposal", thr["palm"])
-    res["scenes_two_pass"] = scene_confirmation(net, si, sp, thr, det, margin, min_palm, proposal)
+    res["scenes_two_pass"] = scene_confirmation(scene_passes, len(si), thr, det, min_palm)
     res["negatives"] = negative_metrics(net, ni, npb, thr, det, margin, min_palm, proposal)
     res["sizes"] = {"test_crop": len(ci_), "test_scene": len(si), "test_neg": len(ni)}
     if a.onnx:
