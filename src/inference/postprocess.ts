@@ -55,6 +55,13 @@ export function labelComponents(prob: Float32Array, width: number, height: numbe
   return { labels, count, sizes: Int32Array.from(sizes) };
 }
 
+/** largestComponent is the number of the largest component (the first of equals), 0 when none. */
+function largestComponent(comps: Components): number {
+  let best = 0;
+  for (let k = 1; k <= comps.count; k++) if (best === 0 || comps.sizes[k] > comps.sizes[best]) best = k;
+  return best;
+}
+
 /** PalmBox is the palm's bounding box in image pixels, [x0, x1) x [y0, y1). */
 export interface PalmBox {
   x0: number;
@@ -85,8 +92,7 @@ export function findPalm(
   minPixels = Math.round(MIN_PALM_FRACTION * size * size),
 ): PalmBox | undefined {
   const comps = labelComponents(palmProb, size, size, threshold);
-  let best = 0;
-  for (let k = 1; k <= comps.count; k++) if (best === 0 || comps.sizes[k] > comps.sizes[best]) best = k;
+  const best = largestComponent(comps);
   if (best === 0 || comps.sizes[best] < Math.max(1, minPixels)) return undefined;
   let u0 = size, v0 = size, u1 = -1, v1 = -1;
   for (let v = 0; v < size; v++) {
@@ -117,9 +123,7 @@ export function findPalm(
  */
 export function palmShare(palmProb: Float32Array, size: number, threshold: number): number {
   const comps = labelComponents(palmProb, size, size, threshold);
-  let best = 0;
-  for (let k = 1; k <= comps.count; k++) if (comps.sizes[k] > best) best = comps.sizes[k];
-  return best / (size * size);
+  return comps.sizes[largestComponent(comps)] / (size * size);
 }
 
 /**

@@ -23,7 +23,7 @@ import {
 import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import { palmError } from "../errors.js";
 import type { Logger } from "../log.js";
-import type { NodeHandlerFn } from "../rest/rest-handler.js";
+import { pathOf, type NodeHandlerFn } from "../rest/rest-handler.js";
 
 /** RpcAdapterOptions configure {@link createRpcAdapter}. */
 export interface RpcAdapterOptions extends ConnectRouterOptions {
@@ -88,6 +88,11 @@ export async function* limitRequestBody(
   }
 }
 
+/** refused is a body whose first read throws `tooLarge()`. */
+async function* refused(tooLarge: () => Error): AsyncIterable<Uint8Array> {
+  throw tooLarge();
+}
+
 /** createRpcAdapter returns the node handler of the RPC routes; other paths go to `fallback`. */
 export function createRpcAdapter(options: RpcAdapterOptions): NodeHandlerFn {
   const { routes, fallback, maxBodyBytes, logger, ...routerOptions } = options;
@@ -101,7 +106,7 @@ export function createRpcAdapter(options: RpcAdapterOptions): NodeHandlerFn {
   const tooLarge = () => palmError("image_too_large");
 
   return (req, res) => {
-    const handler = paths.get((req.url ?? "").split("?", 2)[0]);
+    const handler = paths.get(pathOf(req));
     if (!handler) {
       fallback(req, res);
       return;
@@ -111,15 +116,11 @@ export function createRpcAdapter(options: RpcAdapterOptions): NodeHandlerFn {
     const raw = uReq.body as AsyncIterable<Uint8Array>;
     const enveloped = isEnveloped(uReq.header.get("content-type"));
     const declared = Number(uReq.header.get("content-length") ?? "");
-    let body = limitRequestBody(raw, enveloped, maxBodyBytes, tooLarge);
-    if (!enveloped && Number.isFinite(declared) && declared > maxBodyBytes) {
-      // connect would refuse a Content-Length over its readMaxBytes with its own error before
-      // reading; refuse it here with SPEC's, without reading the body either.
-      uReq.header.delete("content-length");
-      body = (async function* refuse(): AsyncIterable<Uint8Array> {
-        throw tooLarge();
-      })();
-    }
+    // connect would refuse a Content-Length over its readMaxBytes with its own error before
+    // reading; refuse it here with SPEC's, without reading the body either.
+    const refuse = !enveloped && Number.isFinite(declared) && declared > maxBodyBytes;
+    if (refuse) uReq.header.delete("content-length");
+    const body = refuse ? refused(tooLarge) : limitRequestBody(raw, enveloped, maxBodyBytes, tooLarge);
     handler({ ...uReq, body })
       .then((uRes) => universalResponseToNodeResponse(uRes, res))
       .catch((reason: unknown) => {
