@@ -10,17 +10,25 @@
  * Content-Length of the others as the bytes arrive, and fails the body with SPEC's
  * `image_too_large` the moment the limit is crossed, before the message is buffered. Connect
  * turns that error into the protocol's answer (gRPC trailers, gRPC-Web trailer frame, Connect
- * JSON error), details included. connect's `readMaxBytes` stays set as the second line (it also
- * bounds decompressed messages).
+ * JSON error), details included. A compressed message is bounded after decompression by
+ * connect's `readMaxBytes` inside the decompressor; the adapter's gzip and brotli wrap it so
+ * that a small message inflating past the limit gets the same `image_too_large` (with its
+ * ErrorInfo) instead of connect's bare `resource_exhausted`.
  */
-import { Code, ConnectError, createConnectRouter, type ConnectRouter, type ConnectRouterOptions } from "@connectrpc/connect";
+import {
+  Code,
+  ConnectError,
+  createConnectRouter,
+  type ConnectRouter,
+  type ConnectRouterOptions,
+} from "@connectrpc/connect";
 import {
   compressionBrotli,
   compressionGzip,
   universalRequestFromNodeRequest,
   universalResponseToNodeResponse,
 } from "@connectrpc/connect-node";
-import type { UniversalHandler } from "@connectrpc/connect/protocol";
+import type { Compression, UniversalHandler } from "@connectrpc/connect/protocol";
 import { palmError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { pathOf, type NodeHandlerFn } from "../rest/rest-handler.js";
@@ -88,6 +96,23 @@ export async function* limitRequestBody(
   }
 }
 
+/**
+ * limitedCompression is `compression` whose decompressor reports a message that inflates past
+ * its byte limit as `tooLarge()` (connect's decompressors say `resource_exhausted` with no
+ * details). Other decompression failures (corrupt data) pass through unchanged.
+ */
+export function limitedCompression(compression: Compression, tooLarge: () => Error): Compression {
+  return {
+    name: compression.name,
+    compress: (bytes) => compression.compress(bytes),
+    decompress: (bytes, readMaxBytes) =>
+      compression.decompress(bytes, readMaxBytes).catch((reason: unknown) => {
+        if (reason instanceof ConnectError && reason.code === Code.ResourceExhausted) throw tooLarge();
+        throw reason;
+      }),
+  };
+}
+
 /** refused is a body whose first read throws `tooLarge()`. */
 async function* refused(tooLarge: () => Error): AsyncIterable<Uint8Array> {
   throw tooLarge();
@@ -96,14 +121,14 @@ async function* refused(tooLarge: () => Error): AsyncIterable<Uint8Array> {
 /** createRpcAdapter returns the node handler of the RPC routes; other paths go to `fallback`. */
 export function createRpcAdapter(options: RpcAdapterOptions): NodeHandlerFn {
   const { routes, fallback, maxBodyBytes, logger, ...routerOptions } = options;
+  const tooLarge = () => palmError("image_too_large");
   const router = createConnectRouter({
-    acceptCompression: [compressionGzip, compressionBrotli],
+    acceptCompression: [compressionGzip, compressionBrotli].map((c) => limitedCompression(c, tooLarge)),
     ...routerOptions,
   });
   routes(router);
   const paths = new Map<string, UniversalHandler>();
   for (const handler of router.handlers) paths.set(handler.requestPath, handler);
-  const tooLarge = () => palmError("image_too_large");
 
   return (req, res) => {
     const handler = paths.get(pathOf(req));

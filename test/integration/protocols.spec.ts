@@ -4,7 +4,13 @@
  */
 import * as grpc from "@grpc/grpc-js";
 import { Code, ConnectError, createClient, type Client, type Transport } from "@connectrpc/connect";
-import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
+import {
+  compressionBrotli,
+  compressionGzip,
+  createConnectTransport,
+  createGrpcTransport,
+  createGrpcWebTransport,
+} from "@connectrpc/connect-node";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import {
   Health,
@@ -250,6 +256,46 @@ describe("PalmService/Analyze errors over gRPC and Connect", () => {
     expect(await usedNow()).toBe(0);
     const after = await callUnary(grpcJs, PalmService.method.analyze, { image: jpeg }, { "x-api-key": key });
     expect(after.error).toBeUndefined();
+  });
+
+  it("rejects a small compressed message that inflates past 8 MiB with image_too_large and its ErrorInfo on every RPC protocol, uncharged", async () => {
+    // 8 MiB of one byte gzips to a few KiB: the envelope is small, the message is not.
+    const big = Buffer.alloc(8 * 1024 * 1024 + 16, 0x41);
+    const gzipJs = new grpc.Client(`127.0.0.1:${srv.port}`, grpc.credentials.createInsecure(), {
+      "grpc.default_compression_algorithm": 2, // gzip
+      "grpc.max_send_message_length": 16 * 1024 * 1024,
+    });
+    try {
+      const r = await callUnary(gzipJs, PalmService.method.analyze, { image: big }, { "x-api-key": key });
+      expect(r.error?.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+      expect(r.error?.details).toBe(ERRORS.image_too_large.message);
+      expect(r.connectError?.findDetails(ErrorInfoSchema)).toMatchObject([{ reason: "image_too_large", domain: "palm.v1" }]);
+      // The same client's compressed messages under the limit are analysed.
+      const ok = await callUnary(gzipJs, PalmService.method.analyze, { image: jpeg }, { "x-api-key": key });
+      expect(ok.error).toBeUndefined();
+      expect(ok.message?.results?.stats?.heart).toBeDefined();
+    } finally {
+      gzipJs.close();
+    }
+    const viaJson = Buffer.alloc(6.1 * 1024 * 1024, 0x41);
+    const gzipTransports: Record<string, () => Transport> = {
+      "gRPC (connect-node)": () => createGrpcTransport({ baseUrl: srv.url, sendCompression: compressionGzip }),
+      "gRPC-Web": () => createGrpcWebTransport({ baseUrl: srv.url, httpVersion: "1.1", sendCompression: compressionGzip }),
+      "Connect (HTTP/1.1, JSON)": () =>
+        createConnectTransport({ baseUrl: srv.url, httpVersion: "1.1", useBinaryFormat: false, sendCompression: compressionGzip }),
+      "Connect (HTTP/2, binary)": () =>
+        createConnectTransport({ baseUrl: srv.url, httpVersion: "2", useBinaryFormat: true, sendCompression: compressionBrotli }),
+    };
+    for (const [name, transport] of Object.entries(gzipTransports)) {
+      const client = createClient(PalmService, transport());
+      const image = name.includes("JSON") ? viaJson : big;
+      const err = await client.analyze({ image }, { headers: { "x-api-key": key } }).catch((e) => ConnectError.from(e));
+      expect(err, name).toBeInstanceOf(ConnectError);
+      expect((err as ConnectError).code, name).toBe(Code.ResourceExhausted);
+      expect((err as ConnectError).rawMessage, name).toBe(ERRORS.image_too_large.message);
+      expect((err as ConnectError).findDetails(ErrorInfoSchema)[0]?.reason, name).toBe("image_too_large");
+    }
+    expect(await usedNow()).toBe(1);
   });
 
   it("rejects the call past the plan's limit with RESOURCE_EXHAUSTED, QuotaFailure, RetryInfo and retry-after", async () => {

@@ -1,5 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { isEnveloped, limitRequestBody } from "../../../src/server/rpc-adapter.js";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { compressionGzip } from "@connectrpc/connect-node";
+import { isEnveloped, limitedCompression, limitRequestBody } from "../../../src/server/rpc-adapter.js";
 
 class TooLarge extends Error {}
 
@@ -71,5 +73,25 @@ describe("limitRequestBody()", () => {
     expect(isEnveloped("application/proto")).toBe(false);
     expect(isEnveloped("application/json")).toBe(false);
     expect(isEnveloped(null)).toBe(false);
+  });
+});
+
+describe("limitedCompression()", () => {
+  const gzip = limitedCompression(compressionGzip, () => new TooLarge("too large"));
+
+  it("round-trips a message within the limit", async () => {
+    const bytes = new Uint8Array(1000).fill(3);
+    expect(Buffer.from(await gzip.decompress(await gzip.compress(bytes), 1000))).toEqual(Buffer.from(bytes));
+  });
+
+  it("reports a message that inflates past the limit as the caller's error", async () => {
+    const packed = await gzip.compress(new Uint8Array(1001).fill(3));
+    await expect(gzip.decompress(packed, 1000)).rejects.toBeInstanceOf(TooLarge);
+  });
+
+  it("leaves corrupt data to connect's own invalid_argument", async () => {
+    const err = await gzip.decompress(new Uint8Array([0x1f, 0x8b, 8, 0, 1, 2, 3, 4, 5, 6, 7]), 1000).catch((e) => e);
+    expect(err).toBeInstanceOf(ConnectError);
+    expect((err as ConnectError).code).toBe(Code.InvalidArgument);
   });
 });
