@@ -2,6 +2,7 @@
  * Model metadata: reads the ONNX `metadata_props` straight from the protobuf bytes
  * (onnxruntime-node does not expose them) and validates them into {@link ModelMetadata}.
  */
+import { LINE_NAMES } from "./analyzer-types.js";
 
 /** ModelMetadataError is thrown when a model file is malformed or lacks required metadata. */
 export class ModelMetadataError extends Error {
@@ -30,8 +31,12 @@ export interface ModelMetadata {
   channels: { palm: number; heart: number; head: number; life: number };
   /** Decision thresholds on the sigmoid probabilities. */
   thresholds: { palm: number; heart: number; head: number; life: number };
-  /** A line is detected when its kept component has at least `minPixels` (model resolution, crop pass) and mean probability at least `minConfidence`. */
-  detection: { minPixels: number; minConfidence: number };
+  /**
+   * A line is detected when its kept component has at least `minPixels` (model resolution, crop
+   * pass) and mean probability at least `minConfidence`; an image with fewer than `minLines`
+   * lines detected that way reports none (a lone crease is what a back of hand most often shows).
+   */
+  detection: { minPixels: number; minConfidence: number; minLines: number };
   /** Palm box margin, as a fraction of the box size added on each side before the crop pass. */
   cropMargin: number;
   /**
@@ -153,7 +158,7 @@ function triple(value: unknown, what: string): [number, number, number] {
 const REQUIRED_KEYS = ["model_name", "model_version", "input_size", "output_names", "thresholds"] as const;
 
 /** DEFAULT_DETECTION applies when the optional `detection` metadata is absent. */
-export const DEFAULT_DETECTION = Object.freeze({ minPixels: 20, minConfidence: 0.5 });
+export const DEFAULT_DETECTION = Object.freeze({ minPixels: 20, minConfidence: 0.5, minLines: 1 });
 /** DEFAULT_CROP_MARGIN applies when the optional `crop` metadata is absent. */
 export const DEFAULT_CROP_MARGIN = 0.15;
 /** DEFAULT_CROP_MIN_PALM applies when `crop.min_palm` is absent: no confirmation by the crop pass. */
@@ -221,12 +226,16 @@ export function parseModelMetadata(props: Record<string, string>): ModelMetadata
   const thr = (k: string): number => num(t[k], `thresholds.${k}`, 0, 1);
   const thresholds = { palm: thr("palm"), heart: thr("heart"), head: thr("head"), life: thr("life") };
 
-  const detection: { minPixels: number; minConfidence: number } = { ...DEFAULT_DETECTION };
+  const detection: ModelMetadata["detection"] = { ...DEFAULT_DETECTION };
   if (props.detection !== undefined) {
     const d = parseJson(props, "detection") as Record<string, unknown> | null;
     if (d === null || typeof d !== "object") throw new ModelMetadataError(`metadata "detection" must be an object`);
     if (d.min_pixels !== undefined) detection.minPixels = num(d.min_pixels, "detection.min_pixels", 0, inputSize * inputSize);
     if (d.min_confidence !== undefined) detection.minConfidence = num(d.min_confidence, "detection.min_confidence", 0, 1);
+    if (d.min_lines !== undefined) {
+      detection.minLines = num(d.min_lines, "detection.min_lines", 1, LINE_NAMES.length);
+      if (!Number.isInteger(detection.minLines)) throw new ModelMetadataError(`metadata detection.min_lines must be an integer`);
+    }
   }
 
   let cropMargin = DEFAULT_CROP_MARGIN;

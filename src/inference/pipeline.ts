@@ -136,6 +136,13 @@ export async function analyzeImage(
       masks[line] = renderFullMask(prob, sel.kept, S, meta.thresholds[line], box, width, height);
       detected[line] = masks[line].pixels > 0;
     }
+    // Fewer lines than the model's `detection.min_lines` on a palm: none is reported.
+    if (LINE_NAMES.filter((line) => detected[line]).length < meta.detection.minLines) {
+      for (const line of LINE_NAMES) {
+        masks[line] = { ...emptyMask(width, height), pixels: 0, probSum: 0 };
+        detected[line] = false;
+      }
+    }
     lap("postprocess");
   }
 

@@ -3,6 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ImageError, OverloadedError } from "../../../src/image/image-error.js";
 import { LINE_NAMES, type AnalysisResult } from "../../../src/inference/analyzer-types.js";
 import { createAnalyzer, type EngineAnalyzer } from "../../../src/inference/analyzer.js";
+import { createModelSession } from "../../../src/inference/model-session.js";
+import { analyzeImage } from "../../../src/inference/pipeline.js";
 import { decodeMask, fixtureImage, fixtures, tolerantF1, trueMask } from "./fixtures.js";
 
 /**
@@ -185,9 +187,11 @@ describe("createAnalyzer() admission control", () => {
   it("refuses work beyond running + queued with OverloadedError at once, and serves the admitted ones", async () => {
     const first = small.analyze(img());
     const second = small.analyze(img());
-    const start = performance.now();
+    let firstDone = false;
+    void first.then(() => (firstDone = true));
     const third = await small.analyze(img()).catch((e: unknown) => e);
-    expect(performance.now() - start).toBeLessThan(50);
+    // Refused at once: before the running analysis, let alone the queued one, is done.
+    expect(firstDone).toBe(false);
     expect(third).toBeInstanceOf(OverloadedError);
     expect((third as OverloadedError).retryAfterSeconds).toBeGreaterThanOrEqual(1);
     await expect(first).resolves.toBeDefined();
@@ -213,32 +217,47 @@ describe("createAnalyzer() admission control", () => {
   });
 
   it("rejects a running analysis at once when its signal aborts; the worker then serves the next one", async () => {
+    // The same analysis run to the end, for comparison: the rejection must not wait for it.
+    let start = performance.now();
+    await small.analyze(img());
+    const whole = performance.now() - start;
     const ctrl = new AbortController();
     const running = small.analyze(img(), { signal: ctrl.signal });
     expect(small.stats().running).toBe(1);
-    const start = performance.now();
+    start = performance.now();
     ctrl.abort(new Error("deadline"));
     await expect(running).rejects.toThrow("deadline");
-    expect(performance.now() - start).toBeLessThan(50);
+    expect(performance.now() - start).toBeLessThan(whole / 2);
     await expect(small.analyze(img())).resolves.toBeDefined();
   });
 
-  it("keeps the main thread responsive while analyses run: no event-loop stall over 100 ms", async () => {
-    // A 2000 x 1500 photo: in-process, decode + inference + encode would stall the loop for
-    // several hundred ms; in the worker the main thread only passes messages.
+  it("keeps the main thread responsive while analyses run: its worst event-loop stall is a fraction of running them in-process", async () => {
+    // A 2000 x 1500 photo. In-process, each inference blocks the loop for its whole run; in the
+    // worker the main thread only passes messages. Compared side by side (not against a fixed
+    // time), so a slow or busy machine slows both.
     const big = await sharp(fixtureImage("crop-0")).resize(2000, 1500, { fit: "fill" }).jpeg().toBuffer();
-    let last = performance.now();
-    let worst = 0;
-    const timer = setInterval(() => {
-      const now = performance.now();
-      worst = Math.max(worst, now - last);
-      last = now;
-    }, 5);
+    const worstStall = async (work: () => Promise<unknown>) => {
+      let last = performance.now();
+      let worst = 0;
+      const timer = setInterval(() => {
+        const now = performance.now();
+        worst = Math.max(worst, now - last);
+        last = now;
+      }, 5);
+      try {
+        await work();
+      } finally {
+        clearInterval(timer);
+      }
+      return worst;
+    };
+    const session = await createModelSession({ intraOpNumThreads: 1 });
     try {
-      await Promise.all([small.analyze(big), small.analyze(big)]);
+      const inProcess = await worstStall(() => analyzeImage(big, session).then(() => analyzeImage(big, session)));
+      const inWorkers = await worstStall(() => Promise.all([small.analyze(big), small.analyze(big)]));
+      expect(inWorkers).toBeLessThan(inProcess / 2);
     } finally {
-      clearInterval(timer);
+      await session.release();
     }
-    expect(worst).toBeLessThan(100);
   });
 });

@@ -69,7 +69,7 @@ const FULL = {
   letterbox: "center,pad=0",
   output_names: "palm,heart,head,life",
   thresholds: '{"palm":0.5,"heart":0.4,"head":0.45,"life":0.55}',
-  detection: '{"min_pixels":30,"min_confidence":0.6}',
+  detection: '{"min_pixels":30,"min_confidence":0.6,"min_lines":2}',
   crop: '{"margin":0.2,"min_palm":0.12,"proposal":0.3}',
 };
 
@@ -98,7 +98,7 @@ describe("parseModelMetadata()", () => {
     expect(m.normalization).toEqual({ scale: 255, mean: [0.1, 0.2, 0.3], std: [0.5, 0.5, 0.5] });
     expect(m.channels).toEqual({ palm: 0, heart: 1, head: 2, life: 3 });
     expect(m.thresholds).toEqual({ palm: 0.5, heart: 0.4, head: 0.45, life: 0.55 });
-    expect(m.detection).toEqual({ minPixels: 30, minConfidence: 0.6 });
+    expect(m.detection).toEqual({ minPixels: 30, minConfidence: 0.6, minLines: 2 });
     expect(m.cropMargin).toBe(0.2);
     expect(m.cropMinPalm).toBe(0.12);
     expect(m.palmProposal).toBe(0.3);
@@ -115,7 +115,7 @@ describe("parseModelMetadata()", () => {
     expect(m.channelOrder).toBe("RGB");
     expect(m.normalization).toEqual({ scale: 255, mean: [0, 0, 0], std: [1, 1, 1] });
     expect(m.letterboxPad).toBe(0);
-    expect(m.detection).toEqual({ minPixels: 20, minConfidence: 0.5 });
+    expect(m.detection).toEqual({ minPixels: 20, minConfidence: 0.5, minLines: 1 });
     expect(m.cropMargin).toBe(0.15);
     expect(m.cropMinPalm).toBe(0);
     expect(m.palmProposal).toBe(m.thresholds.palm);
@@ -129,6 +129,8 @@ describe("parseModelMetadata()", () => {
     [{ output_names: "palm,heart,head" }, 'metadata "output_names" lacks "life"'],
     [{ crop: '{"margin":0.2,"min_palm":1.5}' }, "crop.min_palm must be a number in [0, 1]"],
     [{ crop: '{"proposal":-0.1}' }, "crop.proposal must be a number in [0, 1]"],
+    [{ detection: '{"min_lines":4}' }, "detection.min_lines must be a number in [1, 3]"],
+    [{ detection: '{"min_lines":1.5}' }, "detection.min_lines must be an integer"],
     [{ input_size: "big" }, 'metadata "input_size" must be an integer'],
     [{ channel_order: "GBR" }, 'metadata "channel_order" must be RGB or BGR'],
     [{ letterbox: "top-left" }, 'metadata "letterbox" must start with "center"'],

@@ -1,7 +1,7 @@
 import sharp from "sharp";
 import { describe, expect, it } from "vitest";
 import { cropResize, type SquareBox } from "../../../src/image/preprocess.js";
-import { LINE_NAMES } from "../../../src/inference/analyzer-types.js";
+import { LINE_NAMES, type LineName } from "../../../src/inference/analyzer-types.js";
 import { parseModelMetadata } from "../../../src/inference/model-metadata.js";
 import { analyzeImage, type PipelineModel } from "../../../src/inference/pipeline.js";
 import { findPalm, palmCropBox } from "../../../src/inference/postprocess.js";
@@ -39,7 +39,7 @@ function oracle(
   truth: { palm: Uint8Array; heart: Uint8Array; head: Uint8Array; life: Uint8Array },
   w: number,
   h: number,
-  options: { metadata?: typeof META; palmOnCrop?: boolean; wholePalmScale?: number } = {},
+  options: { metadata?: typeof META; palmOnCrop?: boolean; wholePalmScale?: number; linesOnCrop?: readonly LineName[] } = {},
 ): PipelineModel {
   const metadata = options.metadata ?? META;
   const palmOnCrop = options.palmOnCrop ?? true;
@@ -74,6 +74,9 @@ function oracle(
       const found = findPalm(whole!.subarray(0, S * S), S, metadata.palmProposal, letterbox, { width: w, height: h });
       const crop = await render(palmCropBox(found!, META.cropMargin));
       if (!palmOnCrop) crop.fill(0, 0, S * S);
+      LINE_NAMES.forEach((line, i) => {
+        if (options.linesOnCrop && !options.linesOnCrop.includes(line)) crop.fill(0, (i + 1) * S * S, (i + 2) * S * S);
+      });
       return crop;
     },
   };
@@ -136,6 +139,22 @@ describe("analyzeImage()", () => {
     for (const line of LINE_NAMES) expect(unchecked.result.stats[line].detected, line).toBe(true);
     const confirmed = await analyzeImage(bytes, oracle(truth, w, h, { metadata: strict }));
     for (const line of LINE_NAMES) expect(confirmed.result.stats[line].detected, line).toBe(true);
+  });
+
+  it("reports no line when fewer lines than detection.min_lines are found, and all found ones when enough are", async () => {
+    const { truth, w, h } = await upscaledTruth("crop-0", 1);
+    const bytes = fixtureImage("crop-0");
+    const two = parseModelMetadata({ ...META.raw, detection: '{"min_pixels":20,"min_confidence":0.5,"min_lines":2}' });
+    expect(two.detection.minLines).toBe(2);
+    const detectedOf = (r: Awaited<ReturnType<typeof analyzeImage>>) => LINE_NAMES.filter((l) => r.result.stats[l].detected);
+    const lone = await analyzeImage(bytes, oracle(truth, w, h, { metadata: two, linesOnCrop: ["heart"] }));
+    expect(detectedOf(lone)).toEqual([]);
+    expect(lone.result.stats.heart).toEqual({ pixels: 0, confidence: 0, coverage: 0, detected: false });
+    expect((await decodeMask(lone.result.masks.heart)).data.every((v) => v === 0)).toBe(true);
+    // The default (one line) reports the same lone line: the rule alone removed it.
+    expect(detectedOf(await analyzeImage(bytes, oracle(truth, w, h, { linesOnCrop: ["heart"] })))).toEqual(["heart"]);
+    const pair = await analyzeImage(bytes, oracle(truth, w, h, { metadata: two, linesOnCrop: ["heart", "life"] }));
+    expect(detectedOf(pair)).toEqual(["heart", "life"]);
   });
 
   it("proposes the palm box at crop.proposal: a faint whole-image palm is still looked into", async () => {
