@@ -641,8 +641,44 @@ def lighting(rng, img, A_ss):
 DEFAULT_MIX = (0.35, 0.50, 0.15)   # shares of scenes, crops, negatives
 
 
-def generate(rng, kind=None, neg_kind=None, mix=DEFAULT_MIX):
-    """Returns (image uint8 HxWx3 RGB, mask uint8 HxW bitfield, kind)."""
+def clipped_area(poly, rect):
+    """Area of polygon `poly` (Nx2) inside the convex polygon `rect` (4x2, either orientation):
+    Sutherland-Hodgman clipping (exact for any subject polygon against a convex clip), then the
+    shoelace formula."""
+    rect = np.asarray(rect, float)
+    orient = np.sign(np.cross(rect[1] - rect[0], rect[2] - rect[1]))
+    out = [tuple(p) for p in np.asarray(poly, float)]
+    for k in range(len(rect)):
+        a, b = rect[k], rect[(k + 1) % len(rect)]
+        side = lambda p: orient * ((b[0] - a[0]) * (p[1] - a[1]) - (b[1] - a[1]) * (p[0] - a[0]))
+        src, out = out, []
+        for j in range(len(src)):
+            p, q = np.array(src[j - 1]), np.array(src[j])
+            sp, sq = side(p), side(q)
+            if sq >= 0:
+                if sp < 0:
+                    out.append(tuple(p + (q - p) * sp / (sp - sq)))
+                out.append(tuple(q))
+            elif sp >= 0:
+                out.append(tuple(p + (q - p) * sp / (sp - sq)))
+        if not out:
+            return 0.0
+    x, y = np.array(out).T
+    return float(abs(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1))) / 2)
+
+
+def generate(rng, kind=None, neg_kind=None, mix=DEFAULT_MIX, recrop=None, info=None):
+    """Returns (image uint8 HxWx3 RGB, mask uint8 HxW bitfield, kind).
+
+    recrop=(box, margin) re-renders a whole-photo sample (a scene, or a negative drawn as a
+    whole photo) the way the engine's second pass sees it: `box` (x0, y0, x1, y1) is the palm
+    box the first pass found on this sample's 256 letterboxed image; the photo region it covers,
+    expanded by `margin` x its size on each side and made square, is drawn at 256x256 from the
+    photo's full resolution (not upsampled from the 256 image). The hand, pose and photo are the
+    sample's own (same rng draws); background texture, lighting and noise are drawn anew at
+    that view. Samples drawn as crops ignore `recrop`. `info` (a dict), when given, receives
+    `recropped` (bool) and `palm_area`: the area of the palm inside the photo, in output pixels
+    of the returned view (the ground truth of a palm IoU that counts palm outside the view)."""
     if kind is None:
         r = rng.random() * sum(mix)
         kind = KIND_SCENE if r < mix[0] else (KIND_CROP if r < mix[0] + mix[1] else KIND_NEG)
@@ -671,8 +707,16 @@ def generate(rng, kind=None, neg_kind=None, mix=DEFAULT_MIX):
                 x0, y0, x1, y1 = src.min(0)[0], src.min(0)[1], src.max(0)[0], src.max(0)[1]
             box = (x0, y0, x1, y1)
         V = crop_view(rng, box)
+    elif recrop is not None:
+        (bx0, by0, bx1, by1), margin = recrop
+        Li = np.linalg.inv(letterbox_view(pw, ph))
+        (x0, y0), (x1, y1) = tp(Li, [(bx0, by0), (bx1, by1)])
+        V = crop_view(None, (x0, y0, x1, y1), jitter=False, margin=margin)
     else:
         V = letterbox_view(pw, ph)
+    if info is not None:
+        info["recropped"] = recrop is not None and not crop_mode
+        info["palm_area"] = clipped_area(tp(V @ P, h["palm"]), tp(V, photo_rect)) if kind != KIND_NEG else 0.0
     A = V @ P                     # canonical -> output pixels
     A_ss = S(SS) @ A
     ppu = float(np.linalg.norm(tp(A, [(0.5, 0.5)]) - tp(A, [(-0.5, 0.5)])))
@@ -719,9 +763,9 @@ def generate(rng, kind=None, neg_kind=None, mix=DEFAULT_MIX):
     return img, mask, kind
 
 
-def sample(seed, index, kind=None, mix=DEFAULT_MIX):
+def sample(seed, index, kind=None, mix=DEFAULT_MIX, recrop=None, info=None):
     rng = np.random.default_rng([int(seed), int(index)])
-    return generate(rng, kind, mix=mix)
+    return generate(rng, kind, mix=mix, recrop=recrop, info=info)
 
 
 def unpack(mask):
