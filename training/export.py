@@ -17,7 +17,7 @@ import torch
 from training.model import PalmUNet, WithSigmoid
 
 MODEL_NAME = "palm-lines"
-MODEL_VERSION = "1.1.0"
+MODEL_VERSION = "1.1.1"
 DEFAULT_CALIB = {
     "thresholds": {"palm": 0.5, "heart": 0.5, "head": 0.5, "life": 0.5},
     "detection": {"min_pixels": 40, "min_confidence": 0.6},
@@ -78,6 +78,21 @@ def export_onnx(net, out, calib=None, opset=13):
     return out
 
 
+def restamp(src, out, calib):
+    """A released file with new calibration metadata (and MODEL_VERSION): the graph and weights
+    are copied unchanged, only metadata_props are replaced."""
+    m = onnx.load(src)
+    del m.metadata_props[:]
+    for k, v in metadata(calib).items():
+        e = m.metadata_props.add()
+        e.key, e.value = k, v
+    onnx.checker.check_model(m)
+    tmp = out + ".tmp"
+    onnx.save(m, tmp)
+    os.replace(tmp, out)
+    return out
+
+
 def verify(net, path, n=2, seed=0):
     """Compare torch and onnxruntime-node outputs on random + structured inputs."""
     g = torch.Generator().manual_seed(seed)
@@ -103,11 +118,19 @@ def verify(net, path, n=2, seed=0):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--ckpt", required=True)
+    ap.add_argument("--ckpt", default=None)
     ap.add_argument("--out", default="models/palm-lines/palm-lines.onnx")
     ap.add_argument("--calib", default="models/palm-lines/calibration.json")
+    ap.add_argument("--restamp", default=None, metavar="ONNX",
+                    help="instead of exporting --ckpt, copy this ONNX file with the --calib metadata (weights unchanged)")
     ap.add_argument("--no-verify", action="store_true")
     a = ap.parse_args()
+    if a.restamp:
+        restamp(a.restamp, a.out, load_calib(a.calib))
+        print({p.key: p.value for p in onnx.load(a.out).metadata_props})
+        return
+    if not a.ckpt:
+        ap.error("--ckpt is required unless --restamp is given")
     torch.set_num_threads(2)
     net = load_net(a.ckpt)
     export_onnx(net, a.out, load_calib(a.calib))
