@@ -7,15 +7,20 @@
 
 * Lines: on crop-style images (test_crop: exactly what the engine's second pass sees), per line,
   precision / recall / F1 of line pixels with a 3-pixel tolerance at 256x256, pooled over the set.
-  Reported raw (thresholded probabilities) and after the engine-like post-processing (keep the
-  largest 8-connected component, drop it unless it passes the detection rule).
+  Reported raw (thresholded probabilities) and after the engine's post-processing (selectLine:
+  the component with the most probability mass near the palm plus pieces broken off it, kept
+  when it passes the detection rule; none when fewer than `min_lines` lines pass).
 * Palm: IoU of the thresholded palm channel on whole letterboxed scenes (test_scene), mean over
-  images and pooled; the same through both passes (the crop pass's palm mapped back onto the
-  scene, as the engine localises the palm); also on crops.
+  images and pooled; through both passes, as the engine localises the palm (the crop pass's palm
+  on a crop re-rendered from the photo at the pass-1 box, palm outside the crop counted as
+  missed); also on crops.
+* Scenes through both passes: lines on the re-rendered crops (3-px F1 against the true lines in
+  the crop) and the share of scenes answered with at least one line.
 * Negatives (test_neg: backs of hands, forearms, objects, bare backgrounds): share of images with
-  no line detected by the metadata detection rule, single pass and with the two passes emulated
-  as the engine runs them (pass-1 palm of at least 0.4% of the input, crop, the crop pass's
-  palm check `crop.min_palm`, lines on the crop); on scenes, the share whose palm both passes find.
+  no line reported, single pass and with the two passes as the engine runs them (pass-1 palm of
+  at least 0.4% of the input at thresholds.palm, else at `crop.proposal`; the crop, re-rendered
+  from the photo for whole-photo negatives; the crop pass's palm check `crop.min_palm`; lines on
+  the crop with `detection.min_lines`).
 Inference uses the torch checkpoint; with --onnx the exported file's metadata is used and the
 file is checked to give the same outputs (onnxruntime-node) on a few test images.
 """
@@ -67,6 +72,54 @@ def kept_line(prob, thr, det):
     conf = float(prob[cc > 0].mean())
     ok = n >= det["min_pixels"] and conf >= det["min_confidence"]
     return (cc if ok else np.zeros_like(cc)), ok
+
+
+def select_line(prob, thr, det, palm_dist=None):
+    """The engine's selectLine (src/inference/postprocess.ts): components above the threshold,
+    specks (under min_pixels / 4) dropped; a component must have at least half its probability
+    mass within 3% of S of the palm (when a palm distance map is given); the one with the most
+    such mass is kept with sizeable pieces broken off it (mass >= 25% of it, within 6% of S).
+    Distances are Euclidean here (the engine's are chamfer 3-4, within a few %).
+    Returns (kept mask, detected)."""
+    S = prob.shape[0]
+    n, lab, stats, _ = cv2.connectedComponentsWithStats((prob > thr).astype(np.uint8), connectivity=8)
+    none = np.zeros(prob.shape, np.uint8)
+    if n <= 1:
+        return none, False
+    flat = lab.ravel()
+    mass = np.bincount(flat, weights=prob.ravel(), minlength=n)
+    if palm_dist is None:
+        plaus = mass.copy()
+    else:
+        plaus = np.bincount(flat, weights=(prob * (palm_dist <= 0.03 * S)).ravel(), minlength=n)
+    sizes = stats[:, cv2.CC_STAT_AREA]
+    speck = max(2, det["min_pixels"] / 4)
+    ok = (sizes >= speck) & (plaus > 0) & (plaus >= 0.5 * mass)
+    ok[0] = False
+    if not ok.any():
+        return none, False
+    best = int(np.argmax(np.where(ok, plaus, -1.0)))
+    keep = np.zeros(n, bool)
+    keep[best] = True
+    if n > 2:
+        dist = cv2.distanceTransform((lab != best).astype(np.uint8), cv2.DIST_L2, cv2.DIST_MASK_PRECISE)
+        near = np.zeros(n, bool)
+        near[np.unique(lab[(dist <= 0.06 * S) & (lab > 0)])] = True
+        extra = near & (sizes >= speck) & (plaus >= 0.25 * plaus[best])
+        extra[0] = False
+        keep |= extra
+    kept = (keep[lab] & (lab > 0)).astype(np.uint8)
+    pixels = int(kept.sum())
+    detected = pixels >= det["min_pixels"] and float(prob[kept > 0].mean()) >= det["min_confidence"]
+    return (kept if detected else none), detected
+
+
+def palm_distance(palm_prob, thr):
+    """Distance in pixels to the palm mask (palm_prob > thr), None without a palm pixel."""
+    palm = palm_prob > thr
+    if not palm.any():
+        return None
+    return cv2.distanceTransform((~palm).astype(np.uint8), cv2.DIST_L2, cv2.DIST_MASK_PRECISE)
 
 
 def tol_counts(pred, gt):
@@ -195,13 +248,21 @@ def second_pass(net, imgs, probs, strict, proposal, margin, source):
 
 
 def detected_lines(p2, thr, det, palm_ok=True):
-    """Per line of one crop-pass output: the kept component and whether it counts as detected;
-    with the image-level rule `min_lines`, fewer detected lines than that report none."""
-    kept = {n: kept_line(p2[ci].astype(np.float32), thr[n], det) for ci, n in enumerate(LINES, 1)}
+    """The engine's lines on one crop-pass output (4 channels): per line, the selectLine mask
+    (restricted to near the palm) and whether it counts as detected; none when the crop pass did
+    not confirm the palm (`palm_ok`), or when fewer lines than `min_lines` are detected."""
+    p2 = p2.astype(np.float32)
+    pd = palm_distance(p2[0], thr["palm"])
+    kept = {n: select_line(p2[ci], thr[n], det, pd) for ci, n in enumerate(LINES, 1)}
     count = sum(ok for _, ok in kept.values()) if palm_ok else 0
     if count < det.get("min_lines", 1):
         kept = {n: (np.zeros_like(cc), False) for n, (cc, _) in kept.items()}
     return kept
+
+
+def line_count(p2, thr, det):
+    """Lines the engine detects on one crop-pass output, before the min_lines rule."""
+    return sum(ok for _, ok in detected_lines(p2, thr, {**det, "min_lines": 1}).values())
 
 
 def two_pass(passes, n, thr, det):
@@ -215,7 +276,7 @@ def two_pass(passes, n, thr, det):
         p2 = passes["probs"][j]
         found[i] = True
         share[i] = palm_share(p2[0].astype(np.float32), thr["palm"])
-        nlines[i] = sum(kept_line(p2[ci].astype(np.float32), thr[n_], det)[1] for ci, n_ in enumerate(LINES, 1))
+        nlines[i] = line_count(p2, thr, det)
     return found, share, nlines
 
 
@@ -225,8 +286,7 @@ def reported(found, share, nlines, min_palm, min_lines):
 
 
 def negative_metrics(ni, npb, passes, thr, det, min_palm):
-    single = sum(not any(kept_line(npb[i, ci].astype(np.float32), thr[n], det)[1] for ci, n in enumerate(LINES, 1))
-                 for i in range(len(npb)))
+    single = sum(line_count(npb[i], thr, det) < max(1, det.get("min_lines", 1)) for i in range(len(npb)))
     n = len(npb)
     found, share, nlines = two_pass(passes, n, thr, det)
     ml = det.get("min_lines", 1)
