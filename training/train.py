@@ -91,6 +91,9 @@ def main():
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--reload-min", type=float, default=None,
                     help="re-scan --data every N minutes and add shards written since (training while generating)")
+    ap.add_argument("--freeze-bn", action="store_true",
+                    help="keep BatchNorm layers in eval mode (their running statistics fixed): a short, "
+                         "low-LR fine-tune of --init weights then starts exactly at the released model")
     ap.add_argument("--time-limit", type=float, default=None, help="stop (and export) after this many seconds")
     ap.add_argument("--time-budget", type=float, default=None,
                     help="schedule LR decay and the patch phase on wall time instead of steps and stop when "
@@ -118,17 +121,24 @@ def main():
         print(f"init weights: {a.init}", flush=True)
     print(f"params: {count_params(net)}", flush=True)
 
+    def set_train():
+        net.train()
+        if a.freeze_bn:
+            for m in net.modules():
+                if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+                    m.eval()
+
     def save(step, name="last.pt"):
         torch.save({"model": net.state_dict(), "opt": opt.state_dict(), "arch": net.arch, "step": step,
                     "args": vars(a)}, os.path.join(a.out, name))
         if a.export:
             exp.export_onnx(net, a.export, exp.load_calib(a.calib))
-            net.train()
+            set_train()
 
     t0 = time.time()
     last_ck = t0
     hist = []
-    net.train()
+    set_train()
     done = start
     total = a.steps if not a.time_budget else 10 ** 9
     for step in range(start, total):
