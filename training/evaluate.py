@@ -216,9 +216,8 @@ def check_source(imgs, source):
         raise SystemExit(f"this set is not seed {seed} kind {kind}: regenerate it with training/run.sh data")
 
 
-def second_pass(net, imgs, probs, strict, proposal, margin, source):
-    """The engine's crop pass on every image whose pass-1 palm is found (the engine's
-    proposePalm: at `strict` = thresholds.palm, or at the looser `proposal` when none is found).
+def second_pass(net, imgs, probs, proposal, margin, source):
+    """The engine's crop pass on every image whose pass-1 palm (at `proposal`) is found.
     A whole-photo sample of `source` (seed, kind) is re-rendered at that crop from the photo
     (synth.generate recrop); a sample drawn as a crop (a negative given to the engine as a small
     photo) is cut from its 256 image, which is then the photo itself. Returns a dict: idx (the
@@ -228,10 +227,7 @@ def second_pass(net, imgs, probs, strict, proposal, margin, source):
     out = {"idx": [], "mats": [], "masks": [], "areas": []}
     crops = []
     for i in range(len(imgs)):
-        p1 = probs[i, 0].astype(np.float32)
-        box = palm_box(p1, strict)
-        if box is None and proposal < strict:
-            box = palm_box(p1, proposal)
+        box = palm_box(probs[i, 0].astype(np.float32), proposal)
         if box is None:
             continue
         M = crop_affine(box, margin)
@@ -395,7 +391,7 @@ def tune(net, data_root, calib_path):
     # image-level accuracy on val: val scenes answered with at least one line (their palm found
     # by pass 1, confirmed by the crop pass, lines detected on a crop re-rendered from the
     # photo) against val negatives answered with none. Chosen: the pass-1 threshold that
-    # proposes a palm box when thresholds.palm finds none (`crop.proposal`, to find small
+    # proposes a palm box (`crop.proposal`, may be looser than thresholds.palm to find small
     # palms), the share of the crop the crop pass must see as palm (`crop.min_palm`), and the
     # fewest lines an image must show for any to be reported (`detection.min_lines`: a lone
     # crease is what a back of hand or a forearm most often shows).
@@ -404,9 +400,9 @@ def tune(net, data_root, calib_path):
     sp_ = predict(net, si)
     best = None
     for proposal in (0.5, 0.4, 0.3, 0.2):
-        s_found, s_share, s_lines = two_pass(second_pass(net, si, sp_, thr["palm"], proposal, margin, SET_SOURCES["val_scene"]),
+        s_found, s_share, s_lines = two_pass(second_pass(net, si, sp_, proposal, margin, SET_SOURCES["val_scene"]),
                                              len(si), thr, det)
-        n_found, n_share, n_lines = two_pass(second_pass(net, ni, np_, thr["palm"], proposal, margin, SET_SOURCES["val_neg"]),
+        n_found, n_share, n_lines = two_pass(second_pass(net, ni, np_, proposal, margin, SET_SOURCES["val_neg"]),
                                              len(ni), thr, det)
         for mpalm in (0.0, 0.02, 0.04, 0.06, 0.08, 0.1, 0.12, 0.15, 0.2, 0.25, 0.3):
             for ml in (1, 2, 3):
@@ -463,7 +459,7 @@ def main():
     res["palm_on_scenes"] = palm_iou(sp, sg, thr["palm"])
     min_palm = calib["crop"].get("min_palm", 0.0)
     proposal = calib["crop"].get("proposal", thr["palm"])
-    scene_passes = second_pass(net, si, sp, thr["palm"], proposal, margin, SET_SOURCES["test_scene"])
+    scene_passes = second_pass(net, si, sp, proposal, margin, SET_SOURCES["test_scene"])
     res["palm_on_scenes_two_pass"] = palm_iou_two_pass(scene_passes, sg, thr["palm"])
     res["lines_on_scenes_two_pass"] = scene_lines_two_pass(scene_passes, len(si), thr, det, min_palm)
     res["lines_on_scenes_raw"] = {k: {kk: v[kk] for kk in ("precision", "recall", "f1")}
@@ -471,7 +467,7 @@ def main():
     ni, _, _ = load_shards(os.path.join(a.data, "test_neg"), a.limit)
     npb = predict(net, ni)
     res["scenes_two_pass"] = scene_confirmation(scene_passes, len(si), thr, det, min_palm)
-    neg_passes = second_pass(net, ni, npb, thr["palm"], proposal, margin, SET_SOURCES["test_neg"])
+    neg_passes = second_pass(net, ni, npb, proposal, margin, SET_SOURCES["test_neg"])
     res["negatives"] = negative_metrics(ni, npb, neg_passes, thr, det, min_palm)
     res["sizes"] = {"test_crop": len(ci_), "test_scene": len(si), "test_neg": len(ni)}
     if a.onnx:

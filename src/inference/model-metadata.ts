@@ -45,8 +45,8 @@ export interface ModelMetadata {
    */
   cropMinPalm: number;
   /**
-   * Looser threshold on the whole-image pass's palm channel, used to propose the palm box only
-   * when `thresholds.palm` finds no palm (small or faint palms, for the crop pass to confirm).
+   * Threshold on the whole-image pass's palm channel for proposing the palm box (may be looser
+   * than `thresholds.palm`, to find small palms, when the crop pass confirms them).
    */
   palmProposal: number;
   /** All raw metadata_props, for diagnostics. */

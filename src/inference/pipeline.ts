@@ -10,7 +10,7 @@ import { preprocessCrop, preprocessLetterbox, type TensorSpec } from "../image/p
 import { LINE_NAMES, type AnalysisResult, type LineName, type LineStats } from "./analyzer-types.js";
 import type { ModelMetadata } from "./model-metadata.js";
 import {
-  proposePalm,
+  findPalm,
   palmCropBox,
   palmDistanceMap,
   palmShare,
@@ -104,7 +104,7 @@ export async function analyzeImage(
   lap("preprocess");
   const probs1 = await model.run(whole.tensor);
   lap("inference");
-  const palm = proposePalm(channel(probs1, meta.channels.palm, S), S, meta.thresholds.palm, meta.palmProposal, whole.box, image);
+  const palm = findPalm(channel(probs1, meta.channels.palm, S), S, meta.palmProposal, whole.box, image);
   lap("postprocess");
 
   const masks = {} as Record<LineName, FullMask>;

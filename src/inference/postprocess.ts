@@ -117,23 +117,6 @@ export function findPalm(
 }
 
 /**
- * proposePalm is {@link findPalm} at `threshold` and, only when that finds no palm, at the
- * looser `proposal`: a clearly seen palm keeps its tight box (a loose threshold would let it
- * bleed into the fingers and wrist and shrink the lines in the crop), a faint or small one is
- * still looked into.
- */
-export function proposePalm(
-  palmProb: Float32Array,
-  size: number,
-  threshold: number,
-  proposal: number,
-  box: SquareBox,
-  image: { width: number; height: number },
-): PalmBox | undefined {
-  return findPalm(palmProb, size, threshold, box, image) ?? (proposal < threshold ? findPalm(palmProb, size, proposal, box, image) : undefined);
-}
-
-/**
  * palmShare is the share of an S x S map (0..1) covered by the largest component of the palm
  * channel above `threshold`: how much palm the crop pass sees. The pipeline compares it with
  * the model's `crop.min_palm` to confirm the whole-image pass's palm.

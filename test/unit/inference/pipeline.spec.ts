@@ -4,7 +4,7 @@ import { cropResize, type SquareBox } from "../../../src/image/preprocess.js";
 import { LINE_NAMES, type LineName } from "../../../src/inference/analyzer-types.js";
 import { parseModelMetadata } from "../../../src/inference/model-metadata.js";
 import { analyzeImage, type PipelineModel } from "../../../src/inference/pipeline.js";
-import { palmCropBox, proposePalm } from "../../../src/inference/postprocess.js";
+import { findPalm, palmCropBox } from "../../../src/inference/postprocess.js";
 import { decodeMask, fixtureImage, tolerantF1, trueMask } from "./fixtures.js";
 
 const META = parseModelMetadata({
@@ -71,7 +71,7 @@ function oracle(
         for (let i = 0; i < S * S; i++) whole[i] *= scale;
         return whole;
       }
-      const found = proposePalm(whole!.subarray(0, S * S), S, metadata.thresholds.palm, metadata.palmProposal, letterbox, { width: w, height: h });
+      const found = findPalm(whole!.subarray(0, S * S), S, metadata.palmProposal, letterbox, { width: w, height: h });
       const crop = await render(palmCropBox(found!, META.cropMargin));
       if (!palmOnCrop) crop.fill(0, 0, S * S);
       LINE_NAMES.forEach((line, i) => {

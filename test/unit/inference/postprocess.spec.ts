@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { countMask, maskToBytes } from "../../../src/image/mask.js";
-import { findPalm, labelComponents, palmCropBox, palmDistanceMap, proposePalm, renderFullMask, selectLine } from "../../../src/inference/postprocess.js";
+import { findPalm, labelComponents, palmCropBox, palmDistanceMap, renderFullMask, selectLine } from "../../../src/inference/postprocess.js";
 
 const S = 64;
 
@@ -39,25 +39,6 @@ describe("findPalm()", () => {
     const prob = map([[10, 10, 13, 13]]);
     expect(findPalm(prob, S, 0.5, { x: 0, y: 0, side: 640 }, { width: 640, height: 640 }, 10)).toBeUndefined();
     expect(findPalm(new Float32Array(S * S), S, 0.5, { x: 0, y: 0, side: 640 }, { width: 640, height: 640 })).toBeUndefined();
-  });
-});
-
-describe("proposePalm()", () => {
-  const box = { x: 0, y: 0, side: 640 };
-  const image = { width: 640, height: 640 };
-  it("keeps the tight box of a clearly seen palm even where the looser proposal would grow it", () => {
-    // A palm at 0.9 inside a faint halo at 0.3 (fingers, wrist): the halo only counts when no
-    // palm passes the strict threshold. 10 image px per model px.
-    const clear = map([[10, 10, 50, 50, 0.3], [20, 20, 40, 40, 0.9]]);
-    expect(proposePalm(clear, S, 0.5, 0.2, box, image)).toMatchObject({ x0: 200, y0: 200, x1: 400, y1: 400 });
-    expect(findPalm(clear, S, 0.2, box, image)).toMatchObject({ x0: 100, y0: 100, x1: 500, y1: 500 });
-  });
-
-  it("falls back to the proposal threshold when the strict one finds no palm, and finds none below both", () => {
-    const faint = map([[10, 10, 50, 50, 0.3]]);
-    expect(proposePalm(faint, S, 0.5, 0.2, box, image)).toMatchObject({ x0: 100, y0: 100, x1: 500, y1: 500 });
-    expect(proposePalm(faint, S, 0.5, 0.5, box, image)).toBeUndefined();
-    expect(proposePalm(map([[10, 10, 50, 50, 0.1]]), S, 0.5, 0.2, box, image)).toBeUndefined();
   });
 });
 
