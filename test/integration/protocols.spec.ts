@@ -200,6 +200,30 @@ describe("PalmService/Analyze across protocols", () => {
   });
 });
 
+/** A message just over the 8 MiB body limit; Connect JSON carries the image as base64, so 6.1 MiB of image make a body over 8 MiB. */
+const big = Buffer.alloc(8 * 1024 * 1024 + 16, 0x41);
+const viaJson = Buffer.alloc(6.1 * 1024 * 1024, 0x41);
+
+/** expectTooLargeOverGrpcJs: RESOURCE_EXHAUSTED with SPEC's message and ErrorInfo image_too_large. */
+function expectTooLargeOverGrpcJs(r: { error?: grpc.ServiceError; connectError?: ConnectError }): void {
+  expect(r.error?.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+  expect(r.error?.details).toBe(ERRORS.image_too_large.message);
+  expect(r.connectError?.findDetails(ErrorInfoSchema)).toMatchObject([{ reason: "image_too_large", domain: "palm.v1" }]);
+}
+
+/** expectTooLargeOnEveryProtocol sends the oversized message over each transport and expects image_too_large with its ErrorInfo. */
+async function expectTooLargeOnEveryProtocol(over: Record<string, () => Transport>): Promise<void> {
+  for (const [name, transport] of Object.entries(over)) {
+    const client = createClient(PalmService, transport());
+    const image = name.includes("JSON") ? viaJson : big;
+    const err = await client.analyze({ image }, { headers: { "x-api-key": key } }).catch((e) => ConnectError.from(e));
+    expect(err, name).toBeInstanceOf(ConnectError);
+    expect((err as ConnectError).code, name).toBe(Code.ResourceExhausted);
+    expect((err as ConnectError).rawMessage, name).toBe(ERRORS.image_too_large.message);
+    expect((err as ConnectError).findDetails(ErrorInfoSchema)[0]?.reason, name).toBe("image_too_large");
+  }
+}
+
 describe("PalmService/Analyze errors over gRPC and Connect", () => {
   it("rejects a call without a key with UNAUTHENTICATED and ErrorInfo missing_api_key", async () => {
     const r = await callUnary(grpcJs, PalmService.method.analyze, { image: jpeg });
@@ -229,30 +253,17 @@ describe("PalmService/Analyze errors over gRPC and Connect", () => {
   });
 
   it("rejects an image over 5 MiB with RESOURCE_EXHAUSTED image_too_large", async () => {
-    const big = Buffer.alloc(5 * 1024 * 1024 + 1, 0x41);
-    const r = await callUnary(grpcJs, PalmService.method.analyze, { image: big }, { "x-api-key": key });
+    const over5MiB = Buffer.alloc(5 * 1024 * 1024 + 1, 0x41);
+    const r = await callUnary(grpcJs, PalmService.method.analyze, { image: over5MiB }, { "x-api-key": key });
     expect(r.error?.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
     expect(r.connectError?.findDetails(ErrorInfoSchema)[0]?.reason).toBe("image_too_large");
     expect(await usedNow()).toBe(0);
   });
 
   it("rejects a message over the 8 MiB body limit with image_too_large and its ErrorInfo on every RPC protocol, uncharged", async () => {
-    const big = Buffer.alloc(8 * 1024 * 1024 + 16, 0x41);
     const r = await callUnary(grpcJs, PalmService.method.analyze, { image: big }, { "x-api-key": key });
-    expect(r.error?.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
-    expect(r.error?.details).toBe(ERRORS.image_too_large.message);
-    expect(r.connectError?.findDetails(ErrorInfoSchema)).toMatchObject([{ reason: "image_too_large", domain: "palm.v1" }]);
-    // Connect JSON carries the image as base64: 6.1 MiB of image makes a body over 8 MiB.
-    const viaJson = Buffer.alloc(6.1 * 1024 * 1024, 0x41);
-    for (const [name, transport] of Object.entries(transports)) {
-      const client = createClient(PalmService, transport());
-      const image = name.includes("JSON") ? viaJson : big;
-      const err = await client.analyze({ image }, { headers: { "x-api-key": key } }).catch((e) => ConnectError.from(e));
-      expect(err, name).toBeInstanceOf(ConnectError);
-      expect((err as ConnectError).code, name).toBe(Code.ResourceExhausted);
-      expect((err as ConnectError).rawMessage, name).toBe(ERRORS.image_too_large.message);
-      expect((err as ConnectError).findDetails(ErrorInfoSchema)[0]?.reason, name).toBe("image_too_large");
-    }
+    expectTooLargeOverGrpcJs(r);
+    await expectTooLargeOnEveryProtocol(transports);
     expect(await usedNow()).toBe(0);
     const after = await callUnary(grpcJs, PalmService.method.analyze, { image: jpeg }, { "x-api-key": key });
     expect(after.error).toBeUndefined();
@@ -260,16 +271,13 @@ describe("PalmService/Analyze errors over gRPC and Connect", () => {
 
   it("rejects a small compressed message that inflates past 8 MiB with image_too_large and its ErrorInfo on every RPC protocol, uncharged", async () => {
     // 8 MiB of one byte gzips to a few KiB: the envelope is small, the message is not.
-    const big = Buffer.alloc(8 * 1024 * 1024 + 16, 0x41);
     const gzipJs = new grpc.Client(`127.0.0.1:${srv.port}`, grpc.credentials.createInsecure(), {
       "grpc.default_compression_algorithm": 2, // gzip
       "grpc.max_send_message_length": 16 * 1024 * 1024,
     });
     try {
       const r = await callUnary(gzipJs, PalmService.method.analyze, { image: big }, { "x-api-key": key });
-      expect(r.error?.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
-      expect(r.error?.details).toBe(ERRORS.image_too_large.message);
-      expect(r.connectError?.findDetails(ErrorInfoSchema)).toMatchObject([{ reason: "image_too_large", domain: "palm.v1" }]);
+      expectTooLargeOverGrpcJs(r);
       // The same client's compressed messages under the limit are analysed.
       const ok = await callUnary(gzipJs, PalmService.method.analyze, { image: jpeg }, { "x-api-key": key });
       expect(ok.error).toBeUndefined();
@@ -277,7 +285,6 @@ describe("PalmService/Analyze errors over gRPC and Connect", () => {
     } finally {
       gzipJs.close();
     }
-    const viaJson = Buffer.alloc(6.1 * 1024 * 1024, 0x41);
     const gzipTransports: Record<string, () => Transport> = {
       "gRPC (connect-node)": () => createGrpcTransport({ baseUrl: srv.url, sendCompression: compressionGzip }),
       "gRPC-Web": () => createGrpcWebTransport({ baseUrl: srv.url, httpVersion: "1.1", sendCompression: compressionGzip }),
@@ -286,15 +293,7 @@ describe("PalmService/Analyze errors over gRPC and Connect", () => {
       "Connect (HTTP/2, binary)": () =>
         createConnectTransport({ baseUrl: srv.url, httpVersion: "2", useBinaryFormat: true, sendCompression: compressionBrotli }),
     };
-    for (const [name, transport] of Object.entries(gzipTransports)) {
-      const client = createClient(PalmService, transport());
-      const image = name.includes("JSON") ? viaJson : big;
-      const err = await client.analyze({ image }, { headers: { "x-api-key": key } }).catch((e) => ConnectError.from(e));
-      expect(err, name).toBeInstanceOf(ConnectError);
-      expect((err as ConnectError).code, name).toBe(Code.ResourceExhausted);
-      expect((err as ConnectError).rawMessage, name).toBe(ERRORS.image_too_large.message);
-      expect((err as ConnectError).findDetails(ErrorInfoSchema)[0]?.reason, name).toBe("image_too_large");
-    }
+    await expectTooLargeOnEveryProtocol(gzipTransports);
     expect(await usedNow()).toBe(1);
   });
 
