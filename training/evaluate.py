@@ -18,7 +18,7 @@
   the crop) and the share of scenes answered with at least one line.
 * Negatives (test_neg: backs of hands, forearms, objects, bare backgrounds): share of images with
   no line reported, single pass and with the two passes as the engine runs them (pass-1 palm of
-  at least 0.4% of the input at thresholds.palm, else at `crop.proposal`; the crop, re-rendered
+  at least 0.4% of the input at `crop.proposal`, default thresholds.palm; the crop, re-rendered
   from the photo for whole-photo negatives; the crop pass's palm check `crop.min_palm`; lines on
   the crop with `detection.min_lines`).
 Inference uses the torch checkpoint; with --onnx the exported file's metadata is used and the
@@ -319,12 +319,12 @@ def palm_iou_two_pass(passes, gts, thr):
     return {"mean_iou": round(float(np.mean(ious)), 4), "pooled_iou": round(inter / max(union, 1), 4), "images": len(ious)}
 
 
-def scene_lines_two_pass(passes, n, thr, det, min_palm):
+def scene_lines_two_pass(passes, per_image, thr, det, min_palm):
     """Lines through both passes on scenes: per line, 3-px P/R/F1 of the reported lines on the
     re-rendered crops against the true lines in the crop (pooled over the scenes whose palm pass 1
-    found; true line outside the crop is not counted), and the share of all n scenes answered with
-    at least one line."""
-    found, share, nlines = two_pass(passes, n, thr, det)
+    found; true line outside the crop is not counted), and the share of all scenes answered with
+    at least one line. `per_image` is two_pass() of the same passes."""
+    found, share, nlines = per_image
     counts = {name: np.zeros(4) for name in LINES}
     for j, i in enumerate(passes["idx"]):
         kept = detected_lines(passes["probs"][j], thr, det, palm_ok=share[i] >= min_palm)
@@ -341,11 +341,12 @@ def scene_lines_two_pass(passes, n, thr, det, min_palm):
     return res
 
 
-def scene_confirmation(passes, n, thr, det, min_palm):
-    """On n scenes with a palm: share where both passes find it (lines are then looked for)."""
-    found, share, _ = two_pass(passes, n, thr, det)
+def scene_confirmation(per_image, min_palm):
+    """On scenes with a palm (per_image: two_pass() of their passes): share where both passes
+    find it (lines are then looked for)."""
+    found, share, _ = per_image
     return {"palm_found_pass1": round(float(found.mean()), 4),
-            "palm_confirmed_pass2": round(float(np.mean(found & (share >= min_palm))), 4), "images": n}
+            "palm_confirmed_pass2": round(float(np.mean(found & (share >= min_palm))), 4), "images": len(found)}
 
 
 def tune(net, data_root, calib_path):
@@ -461,12 +462,13 @@ def main():
     proposal = calib["crop"].get("proposal", thr["palm"])
     scene_passes = second_pass(net, si, sp, proposal, margin, SET_SOURCES["test_scene"])
     res["palm_on_scenes_two_pass"] = palm_iou_two_pass(scene_passes, sg, thr["palm"])
-    res["lines_on_scenes_two_pass"] = scene_lines_two_pass(scene_passes, len(si), thr, det, min_palm)
+    scene_per_image = two_pass(scene_passes, len(si), thr, det)   # shared by the two scene metrics below
+    res["lines_on_scenes_two_pass"] = scene_lines_two_pass(scene_passes, scene_per_image, thr, det, min_palm)
     res["lines_on_scenes_raw"] = {k: {kk: v[kk] for kk in ("precision", "recall", "f1")}
                                   for k, v in line_metrics(sp, sg, thr, det).items()}
     ni, _, _ = load_shards(os.path.join(a.data, "test_neg"), a.limit)
     npb = predict(net, ni)
-    res["scenes_two_pass"] = scene_confirmation(scene_passes, len(si), thr, det, min_palm)
+    res["scenes_two_pass"] = scene_confirmation(scene_per_image, min_palm)
     neg_passes = second_pass(net, ni, npb, proposal, margin, SET_SOURCES["test_neg"])
     res["negatives"] = negative_metrics(ni, npb, neg_passes, thr, det, min_palm)
     res["sizes"] = {"test_crop": len(ci_), "test_scene": len(si), "test_neg": len(ni)}
