@@ -49,10 +49,27 @@ function amountFor(w: Workload, c: number): number {
   return (QUICK ? quick : full)[c as 1 | 2 | 4 | 16];
 }
 const FLOOR_ITERATIONS = QUICK ? 2 : 5;
-const SATURATION_S = QUICK ? 4 : 10;
+const SATURATION_S = QUICK ? 4 : 20;
 const IDLE_PROBE_S = QUICK ? 2 : 5;
 const OVERLOAD_S = QUICK ? 4 : 8;
 const QUEUE = 14;
+/** Paired rounds of the scaling measurement (c=1 then c=2, or the other way round, back to back). */
+const SCALING_ROUNDS = QUICK ? 2 : 6;
+const SCALING_AMOUNT = { 1: QUICK ? 3 : 6, 2: QUICK ? 4 : 12 } as const;
+
+/**
+ * Scaling is c=2 against c=1 measured in paired rounds on one workload: each round runs one cell
+ * of each right after the other (alternating which goes first), so that slow drifts of a shared
+ * machine hit both sides of a round's ratio alike.
+ */
+interface Scaling {
+  workload: string;
+  protocol: "REST" | "gRPC";
+  /** Per round: [c=1 req/s, c=2 req/s]. */
+  rounds: [number, number][];
+  /** Sum of 200s over sum of wall time, per concurrency. */
+  pooled: [number, number];
+}
 
 interface Health {
   idle: number[];
@@ -290,6 +307,7 @@ async function main(): Promise<void> {
     const idleRss = server.memory().rss;
     const cells: Cell[] = [];
     let health: Health;
+    let scalingResult: Scaling[] = [];
     let exitCode: number | null;
     try {
       for (const w of workloads) {
@@ -316,6 +334,37 @@ async function main(): Promise<void> {
           }
         }
       }
+
+      // (b2) scaling, c=2 over c=1, in paired rounds on the 12 MP workload.
+      const scaling: Scaling[] = [];
+      for (const protocol of ["REST", "gRPC"] as const) {
+        const w = workloads[0];
+        const grpc = protocol === "gRPC" ? createGrpcJsClient(server.port) : undefined;
+        const cellOf = (c: 1 | 2) =>
+          grpc ? grpcCell(server, grpc, key, w, c, SCALING_AMOUNT[c]) : restCell(server, key, w, c, SCALING_AMOUNT[c]);
+        try {
+          await cellOf(2); // warm-up, untimed
+          const s: Scaling = { workload: w.name, protocol, rounds: [], pooled: [0, 0] };
+          const sums = { 1: { ok: 0, wall: 0 }, 2: { ok: 0, wall: 0 } };
+          for (let round = 0; round < SCALING_ROUNDS; round++) {
+            const order: (1 | 2)[] = round % 2 === 0 ? [1, 2] : [2, 1];
+            const rps = { 1: 0, 2: 0 };
+            for (const c of order) {
+              const cell = await cellOf(c);
+              rps[c] = cell.rps;
+              sums[c].ok += cell.ok;
+              sums[c].wall += cell.ok / cell.rps;
+            }
+            s.rounds.push([rps[1], rps[2]]);
+            log(`scaling ${w.name} ${protocol} round ${round + 1}: c=1 ${rps[1].toFixed(2)} c=2 ${rps[2].toFixed(2)} req/s, ${(rps[2] / rps[1]).toFixed(2)}x`);
+          }
+          s.pooled = [sums[1].ok / sums[1].wall, sums[2].ok / sums[2].wall];
+          scaling.push(s);
+        } finally {
+          grpc?.close();
+        }
+      }
+      scalingResult = scaling;
 
       // (c) health: idle, then while 12 MP analyses keep both cores busy (c=4: 2 running, 2 queued),
       // once over REST (JSON + base64 on the main thread) and once over gRPC (binary).
@@ -413,10 +462,10 @@ async function main(): Promise<void> {
     }
 
     const elapsed = (performance.now() - began) / 1000;
-    const md = report({ host, workloads, floor, cells, health, overload, idleRss, exitCode, elapsed });
+    const md = report({ host, workloads, floor, cells, scaling: scalingResult, health, overload, idleRss, exitCode, elapsed });
     process.stdout.write(md);
     if (OUT) writeFileSync(OUT, md);
-    if (JSON_OUT) writeFileSync(JSON_OUT, JSON.stringify({ host, floor, cells, health, overload, idleRss, elapsed }, null, 2));
+    if (JSON_OUT) writeFileSync(JSON_OUT, JSON.stringify({ host, floor, cells, scaling: scalingResult, health, overload, idleRss, elapsed }, null, 2));
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -429,6 +478,7 @@ function report(r: {
   workloads: Workload[];
   floor: FloorResult[];
   cells: Cell[];
+  scaling: Scaling[];
   health: Health;
   overload: Cell;
   idleRss: number;
@@ -484,6 +534,23 @@ function report(r: {
       "the excess is refused at once with 503 overloaded, so its latency percentiles mix fast refusals with full analyses.",
   );
   out();
+  out(`### (b2) Scaling on the ${r.scaling[0]?.workload}: c=2 over c=1 in ${SCALING_ROUNDS} paired rounds`);
+  out();
+  out(
+    `Each round runs ${SCALING_AMOUNT[1]} requests at c=1 and ${SCALING_AMOUNT[2]} at c=2 back to back (alternating which comes first), ` +
+      "on the same server and connection setup as (b), so that a slow drift of the shared machine hits both halves of a round alike.",
+  );
+  out();
+  out("| protocol | c=1 req/s, median | c=2 req/s, median | c=2 / c=1 per round | median of rounds | pooled (all rounds) |");
+  out("|---|---|---|---|---|---|");
+  for (const s of r.scaling) {
+    const ratios = s.rounds.map(([a, b]) => b / a);
+    out(
+      `| ${s.protocol} | ${median(s.rounds.map((q) => q[0])).toFixed(2)} | ${median(s.rounds.map((q) => q[1])).toFixed(2)} | ` +
+        `${ratios.map((v) => v.toFixed(2)).join(", ")} | ${x(median(ratios))} | ${x(s.pooled[1] / s.pooled[0])} |`,
+    );
+  }
+  out();
   const hi = r.health.idle;
   out("### (c) GET /v1/palm/health, 50 Hz probe, one request at a time (ms)");
   out();
@@ -512,7 +579,13 @@ function report(r: {
   }
   for (const f of r.floor) {
     const t = (p: string) => cell(f.workload, p, 2)!.rps / cell(f.workload, p, 1)!.rps;
-    out(`| req/s c=2 / c=1 | ${f.workload} | ${x(t("REST"))} | ${x(t("gRPC"))} | ≥ 1.7x |`);
+    out(`| req/s c=2 / c=1 (table b) | ${f.workload} | ${x(t("REST"))} | ${x(t("gRPC"))} | ≥ 1.7x |`);
+  }
+  for (const s of r.scaling) {
+    if (s.protocol !== "REST") continue;
+    const g = r.scaling.find((q) => q.workload === s.workload && q.protocol === "gRPC");
+    const pooled = (q?: Scaling) => (q ? q.pooled[1] / q.pooled[0] : Number.NaN);
+    out(`| req/s c=2 / c=1, ${SCALING_ROUNDS} paired rounds pooled (b2) | ${s.workload} | ${x(pooled(s))} | ${x(pooled(g))} | ≥ 1.7x |`);
   }
   for (const f of r.floor) {
     const t = (p: string) => cell(f.workload, p, 4)!.rps / cell(f.workload, p, 1)!.rps;
