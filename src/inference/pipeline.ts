@@ -109,10 +109,13 @@ export async function analyzeImage(
 
   const masks = {} as Record<LineName, FullMask>;
   const detected = {} as Record<LineName, boolean>;
-  for (const line of LINE_NAMES) {
-    masks[line] = { ...emptyMask(width, height), pixels: 0, probSum: 0 };
-    detected[line] = false;
-  }
+  const clearLines = () => {
+    for (const line of LINE_NAMES) {
+      masks[line] = { ...emptyMask(width, height), pixels: 0, probSum: 0 };
+      detected[line] = false;
+    }
+  };
+  clearLines();
   if (palm) {
     const box = palmCropBox(palm, meta.cropMargin);
     const crop = await preprocessCrop(image, box, spec);
@@ -124,6 +127,7 @@ export async function analyzeImage(
     // the whole-image pass mistook something else (a back of hand, a forearm) for one.
     const confirmed = meta.cropMinPalm <= 0 || palmShare(palm2, S, meta.thresholds.palm) >= meta.cropMinPalm;
     const palmDistance = confirmed ? palmDistanceMap(palm2, S, meta.thresholds.palm) : null;
+    const selected = [];
     for (const line of confirmed ? LINE_NAMES : []) {
       const prob = channel(probs2, meta.channels[line], S);
       const sel = selectLine(prob, S, {
@@ -132,16 +136,16 @@ export async function analyzeImage(
         minConfidence: meta.detection.minConfidence,
         palmDistance,
       });
-      if (!sel.detected) continue;
-      masks[line] = renderFullMask(prob, sel.kept, S, meta.thresholds[line], box, width, height);
-      detected[line] = masks[line].pixels > 0;
+      if (sel.detected) selected.push({ line, prob, kept: sel.kept });
     }
-    // Fewer lines than the model's `detection.min_lines` on a palm: none is reported.
-    if (LINE_NAMES.filter((line) => detected[line]).length < meta.detection.minLines) {
-      for (const line of LINE_NAMES) {
-        masks[line] = { ...emptyMask(width, height), pixels: 0, probSum: 0 };
-        detected[line] = false;
+    // Fewer lines than the model's `detection.min_lines` on a palm: none is reported, so none is
+    // rendered at full size (checked again after rendering: a line can render to no pixel).
+    if (selected.length >= meta.detection.minLines) {
+      for (const { line, prob, kept } of selected) {
+        masks[line] = renderFullMask(prob, kept, S, meta.thresholds[line], box, width, height);
+        detected[line] = masks[line].pixels > 0;
       }
+      if (LINE_NAMES.filter((line) => detected[line]).length < meta.detection.minLines) clearLines();
     }
     lap("postprocess");
   }
