@@ -69,6 +69,9 @@ interface Scaling {
   rounds: [number, number][];
   /** Sum of 200s over sum of wall time, per concurrency. */
   pooled: [number, number];
+  /** CPU use over all rounds, in cores, per concurrency: the server's and this process's (the load generator). */
+  serverCpu: [number, number];
+  clientCpu: [number, number];
 }
 
 interface Health {
@@ -344,21 +347,29 @@ async function main(): Promise<void> {
           grpc ? grpcCell(server, grpc, key, w, c, SCALING_AMOUNT[c]) : restCell(server, key, w, c, SCALING_AMOUNT[c]);
         try {
           await cellOf(2); // warm-up, untimed
-          const s: Scaling = { workload: w.name, protocol, rounds: [], pooled: [0, 0] };
-          const sums = { 1: { ok: 0, wall: 0 }, 2: { ok: 0, wall: 0 } };
+          const s: Scaling = { workload: w.name, protocol, rounds: [], pooled: [0, 0], serverCpu: [0, 0], clientCpu: [0, 0] };
+          const sums = { 1: { ok: 0, wall: 0, server: 0, client: 0 }, 2: { ok: 0, wall: 0, server: 0, client: 0 } };
           for (let round = 0; round < SCALING_ROUNDS; round++) {
             const order: (1 | 2)[] = round % 2 === 0 ? [1, 2] : [2, 1];
             const rps = { 1: 0, 2: 0 };
             for (const c of order) {
+              const client0 = process.cpuUsage();
               const cell = await cellOf(c);
+              const client = process.cpuUsage(client0);
+              // A cell's wall time ends at its last answer (autocannon resolves up to 1 s later, idle).
+              const wall = cell.ok / cell.rps;
               rps[c] = cell.rps;
               sums[c].ok += cell.ok;
-              sums[c].wall += cell.ok / cell.rps;
+              sums[c].wall += wall;
+              sums[c].server += cell.cpu * wall;
+              sums[c].client += (client.user + client.system) / 1e6;
             }
             s.rounds.push([rps[1], rps[2]]);
             log(`scaling ${w.name} ${protocol} round ${round + 1}: c=1 ${rps[1].toFixed(2)} c=2 ${rps[2].toFixed(2)} req/s, ${(rps[2] / rps[1]).toFixed(2)}x`);
           }
           s.pooled = [sums[1].ok / sums[1].wall, sums[2].ok / sums[2].wall];
+          s.serverCpu = [sums[1].server / sums[1].wall, sums[2].server / sums[2].wall];
+          s.clientCpu = [sums[1].client / sums[1].wall, sums[2].client / sums[2].wall];
           scaling.push(s);
         } finally {
           grpc?.close();
@@ -541,13 +552,14 @@ function report(r: {
       "on the same server and connection setup as (b), so that a slow drift of the shared machine hits both halves of a round alike.",
   );
   out();
-  out("| protocol | c=1 req/s, median | c=2 req/s, median | c=2 / c=1 per round | median of rounds | pooled (all rounds) |");
-  out("|---|---|---|---|---|---|");
+  out("| protocol | c=1 req/s, median | c=2 req/s, median | c=2 / c=1 per round | median of rounds | pooled (all rounds) | CPU cores at c=1, server + load generator | CPU cores at c=2, server + load generator |");
+  out("|---|---|---|---|---|---|---|---|");
   for (const s of r.scaling) {
     const ratios = s.rounds.map(([a, b]) => b / a);
     out(
       `| ${s.protocol} | ${median(s.rounds.map((q) => q[0])).toFixed(2)} | ${median(s.rounds.map((q) => q[1])).toFixed(2)} | ` +
-        `${ratios.map((v) => v.toFixed(2)).join(", ")} | ${x(median(ratios))} | ${x(s.pooled[1] / s.pooled[0])} |`,
+        `${ratios.map((v) => v.toFixed(2)).join(", ")} | ${x(median(ratios))} | ${x(s.pooled[1] / s.pooled[0])} | ` +
+        `${s.serverCpu[0].toFixed(2)} + ${s.clientCpu[0].toFixed(2)} | ${s.serverCpu[1].toFixed(2)} + ${s.clientCpu[1].toFixed(2)} |`,
     );
   }
   out();
