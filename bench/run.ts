@@ -310,7 +310,7 @@ async function main(): Promise<void> {
     const idleRss = server.memory().rss;
     const cells: Cell[] = [];
     let health: Health;
-    let scalingResult: Scaling[] = [];
+    const scaling: Scaling[] = [];
     let exitCode: number | null;
     try {
       for (const w of workloads) {
@@ -339,7 +339,6 @@ async function main(): Promise<void> {
       }
 
       // (b2) scaling, c=2 over c=1, in paired rounds on the 12 MP workload.
-      const scaling: Scaling[] = [];
       for (const protocol of ["REST", "gRPC"] as const) {
         const w = workloads[0];
         const grpc = protocol === "gRPC" ? createGrpcJsClient(server.port) : undefined;
@@ -375,7 +374,6 @@ async function main(): Promise<void> {
           grpc?.close();
         }
       }
-      scalingResult = scaling;
 
       // (c) health: idle, then while 12 MP analyses keep both cores busy (c=4: 2 running, 2 queued),
       // once over REST (JSON + base64 on the main thread) and once over gRPC (binary).
@@ -473,10 +471,10 @@ async function main(): Promise<void> {
     }
 
     const elapsed = (performance.now() - began) / 1000;
-    const md = report({ host, workloads, floor, cells, scaling: scalingResult, health, overload, idleRss, exitCode, elapsed });
+    const md = report({ host, workloads, floor, cells, scaling, health, overload, idleRss, exitCode, elapsed });
     process.stdout.write(md);
     if (OUT) writeFileSync(OUT, md);
-    if (JSON_OUT) writeFileSync(JSON_OUT, JSON.stringify({ host, floor, cells, scaling: scalingResult, health, overload, idleRss, elapsed }, null, 2));
+    if (JSON_OUT) writeFileSync(JSON_OUT, JSON.stringify({ host, floor, cells, scaling, health, overload, idleRss, elapsed }, null, 2));
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -593,11 +591,12 @@ function report(r: {
     const t = (p: string) => cell(f.workload, p, 2)!.rps / cell(f.workload, p, 1)!.rps;
     out(`| req/s c=2 / c=1 (table b) | ${f.workload} | ${x(t("REST"))} | ${x(t("gRPC"))} | ≥ 1.7x |`);
   }
-  for (const s of r.scaling) {
-    if (s.protocol !== "REST") continue;
-    const g = r.scaling.find((q) => q.workload === s.workload && q.protocol === "gRPC");
-    const pooled = (q?: Scaling) => (q ? q.pooled[1] / q.pooled[0] : Number.NaN);
-    out(`| req/s c=2 / c=1, ${SCALING_ROUNDS} paired rounds pooled (b2) | ${s.workload} | ${x(pooled(s))} | ${x(pooled(g))} | ≥ 1.7x |`);
+  if (r.scaling.length) {
+    const pooled = (p: string) => {
+      const q = r.scaling.find((k) => k.protocol === p);
+      return q ? q.pooled[1] / q.pooled[0] : Number.NaN;
+    };
+    out(`| req/s c=2 / c=1, ${SCALING_ROUNDS} paired rounds pooled (b2) | ${r.scaling[0].workload} | ${x(pooled("REST"))} | ${x(pooled("gRPC"))} | ≥ 1.7x |`);
   }
   for (const f of r.floor) {
     const t = (p: string) => cell(f.workload, p, 4)!.rps / cell(f.workload, p, 1)!.rps;

@@ -127,7 +127,7 @@ export async function analyzeImage(
     // the whole-image pass mistook something else (a back of hand, a forearm) for one.
     const confirmed = meta.cropMinPalm <= 0 || palmShare(palm2, S, meta.thresholds.palm) >= meta.cropMinPalm;
     const palmDistance = confirmed ? palmDistanceMap(palm2, S, meta.thresholds.palm) : null;
-    const selected = [];
+    const selected: { line: LineName; prob: Float32Array; kept: Uint8Array }[] = [];
     for (const line of confirmed ? LINE_NAMES : []) {
       const prob = channel(probs2, meta.channels[line], S);
       const sel = selectLine(prob, S, {
