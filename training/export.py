@@ -67,21 +67,13 @@ def export_onnx(net, out, calib=None, opset=13):
                           output_names=["probs"], dynamic_axes={"image": {0: "N"}, "probs": {0: "N"}},
                           opset_version=opset, do_constant_folding=True)
     m = onnx.load(tmp)
-    del m.metadata_props[:]
-    for k, v in metadata(calib).items():
-        e = m.metadata_props.add()
-        e.key, e.value = k, v
     m.producer_name = "palm-lines-training"
-    onnx.checker.check_model(m)
-    onnx.save(m, tmp)
-    os.replace(tmp, out)          # atomic: readers never see a half-written model
-    return out
+    return save_with_metadata(m, out, calib)
 
 
-def restamp(src, out, calib):
-    """A released file with new calibration metadata (and MODEL_VERSION): the graph and weights
-    are copied unchanged, only metadata_props are replaced."""
-    m = onnx.load(src)
+def save_with_metadata(m, out, calib):
+    """Replace the model's metadata_props with the contract's (metadata(calib)), check the model
+    and write it to `out` atomically: readers never see a half-written model."""
     del m.metadata_props[:]
     for k, v in metadata(calib).items():
         e = m.metadata_props.add()
@@ -91,6 +83,12 @@ def restamp(src, out, calib):
     onnx.save(m, tmp)
     os.replace(tmp, out)
     return out
+
+
+def restamp(src, out, calib):
+    """A released file with new calibration metadata (and MODEL_VERSION): the graph and weights
+    are copied unchanged, only metadata_props are replaced."""
+    return save_with_metadata(onnx.load(src), out, calib)
 
 
 def verify(net, path, n=2, seed=0):
