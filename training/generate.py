@@ -18,17 +18,17 @@ SHARD = 500
 
 
 def _make(args):
-    seed, start, stop, kind, mix = args
+    seed, start, stop, kind, mix, fades = args
     imgs, masks, kinds = [], [], []
     for i in range(start, stop):
-        im, m, k = synth.sample(seed, i, kind, mix)
+        im, m, k = synth.sample(seed, i, kind, mix, fades=fades)
         imgs.append(im); masks.append(m); kinds.append(k)
     return np.stack(imgs), np.stack(masks), np.array(kinds, np.uint8)
 
 
-def generate(out, n, seed, workers=2, kind=None, shard=SHARD, mix=synth.DEFAULT_MIX):
+def generate(out, n, seed, workers=2, kind=None, shard=SHARD, mix=synth.DEFAULT_MIX, fades=False):
     os.makedirs(out, exist_ok=True)
-    jobs = [(seed, s, min(s + shard, n), kind, tuple(mix)) for s in range(0, n, shard)]
+    jobs = [(seed, s, min(s + shard, n), kind, tuple(mix), fades) for s in range(0, n, shard)]
     t0 = time.time()
     with Pool(workers) as pool:
         for j, (im, m, k) in enumerate(pool.imap(_make, jobs)):
@@ -49,11 +49,13 @@ def main():
     ap.add_argument("--shard", type=int, default=SHARD)
     ap.add_argument("--mix", default=",".join(str(v) for v in synth.DEFAULT_MIX),
                     help="shares of scenes,crops,negatives when --kind is not given (default %(default)s)")
+    ap.add_argument("--fades", action="store_true",
+                    help="long faint stretches on the principal lines (synth.line_styles; training sets from 1.4.0 on)")
     a = ap.parse_args()
     mix = tuple(float(v) for v in a.mix.split(","))
     if len(mix) != 3 or min(mix) < 0 or sum(mix) <= 0:
         ap.error("--mix takes three non-negative shares, e.g. 0.35,0.5,0.15")
-    dt = generate(a.out, a.n, a.seed, a.workers, a.kind, a.shard, mix)
+    dt = generate(a.out, a.n, a.seed, a.workers, a.kind, a.shard, mix, a.fades)
     print(f"{a.n} samples in {dt:.0f}s -> {a.out}")
 
 

@@ -251,8 +251,9 @@ class CreaseCanvas:
             off = np.asarray(light) * max(width, 1.0) * 0.9
             cv2.polylines(self.H, [fix(pts + off)], False, int(v * hl), t, cv2.LINE_AA, SHIFT)
 
-    def draw(self, rng, pts, width, depth, light, hl=0.35, breaks=0.0, taper=0.12):
-        """pts already in supersampled pixel coordinates; width in pixels."""
+    def draw(self, rng, pts, width, depth, light, hl=0.35, breaks=0.0, taper=0.12, fade=None):
+        """pts already in supersampled pixel coordinates; width in pixels. `fade` (see
+        line_styles) dims a long stretch of the crease; its mask is drawn in full all the same."""
         pts = resample(pts, 4.0)
         n = len(pts)
         if n < 2:
@@ -261,6 +262,8 @@ class CreaseCanvas:
         u = np.linspace(0, 1, n)
         tap = np.clip(np.minimum(u, 1 - u) / max(taper, 1e-3), 0, 1) ** 0.6
         val = np.clip(depth * m * tap, 0, 1)
+        if fade is not None:
+            val = val * fade_profile(u, fade)
         if breaks > 0 and rng.random() < breaks:
             for _ in range(rng.integers(1, 3)):
                 a = rng.uniform(0.1, 0.85)
@@ -425,7 +428,7 @@ def render_hand(rng, A_ss, bg, h, dorsal=False, lines=None, line_style=None, arm
             for name, pts in lines.items():
                 st = line_style[name]
                 cc.draw(rng, tp(A_ss, pts), st["width"] * ppu, st["depth"] * strength, light, hl,
-                        breaks=st["breaks"], taper=st["taper"])
+                        breaks=st["breaks"], taper=st["taper"], fade=st.get("fade"))
                 for _ in range(st["branches"]):
                     i = rng.integers(3, len(pts) - 3)
                     p0 = pts[i]
@@ -536,7 +539,28 @@ def render_hand(rng, A_ss, bg, h, dorsal=False, lines=None, line_style=None, arm
 ASPECTS = [(4, 3), (3, 4), (16, 9), (9, 16), (1, 1), (3, 2), (2, 3), (4, 3), (3, 4)]
 
 
-def line_styles(rng):
+def fade_profile(u, fade):
+    """Intensity factor along a crease (u in 0..1) for a fade (where, start, length, floor):
+    the crease dims to `floor` x its depth over a long stretch, with smooth shoulders: from
+    `start` to the end ("end"), from the beginning to `start` ("start"), or over
+    [start, start + length] ("mid")."""
+    where, start, length, floor = fade
+    ramp = 0.08
+    if where == "end":
+        k = np.clip((u - start) / ramp, 0, 1)
+    elif where == "start":
+        k = np.clip((start - u) / ramp, 0, 1)
+    else:
+        k = np.clip(np.minimum(u - start, start + length - u) / ramp, 0, 1)
+    k = k * k * (3 - 2 * k)
+    return 1.0 - (1.0 - floor) * k
+
+
+def line_styles(rng, fades=False):
+    """Per principal line: width, depth, breaks, taper, branches; with `fades` (a generator
+    option, off for the evaluation sets so that their seeds draw the same samples as before),
+    also, for 60% of the lines, a long stretch (20-65% of the crease) dimmed to 15-50% of its
+    depth: real creases often run on faint for a third or half of their length."""
     st = {}
     for name in ("heart", "head", "life"):
         st[name] = dict(width=rng.uniform(0.007, 0.026), depth=rng.uniform(0.15, 0.6),
@@ -545,6 +569,14 @@ def line_styles(rng):
     # occasionally one line is very faint
     if rng.random() < 0.2:
         st[rng.choice(["heart", "head", "life"])]["depth"] *= rng.uniform(0.35, 0.7)
+    if fades:
+        for name in ("heart", "head", "life"):
+            if rng.random() < 0.6:
+                where = ("start", "end", "mid")[rng.integers(3)]
+                length = rng.uniform(0.2, 0.45)
+                start = {"start": rng.uniform(0.2, 0.5), "end": rng.uniform(0.35, 0.8),
+                         "mid": rng.uniform(0.15, 0.85 - length)}[where]
+                st[name]["fade"] = (where, start, length, rng.uniform(0.15, 0.5))
     return st
 
 
@@ -667,7 +699,7 @@ def clipped_area(poly, rect):
     return float(abs(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1))) / 2)
 
 
-def generate(rng, kind=None, neg_kind=None, mix=DEFAULT_MIX, recrop=None, info=None):
+def generate(rng, kind=None, neg_kind=None, mix=DEFAULT_MIX, recrop=None, info=None, fades=False):
     """Returns (image uint8 HxWx3 RGB, mask uint8 HxW bitfield, kind).
 
     recrop=(box, margin) re-renders a whole-photo sample (a scene, or a negative drawn as a
@@ -678,7 +710,8 @@ def generate(rng, kind=None, neg_kind=None, mix=DEFAULT_MIX, recrop=None, info=N
     sample's own (same rng draws); background texture, lighting and noise are drawn anew at
     that view. Samples drawn as crops ignore `recrop`. `info` (a dict), when given, receives
     `recropped` (bool) and `palm_area`: the area of the palm inside the photo, in output pixels
-    of the returned view (the ground truth of a palm IoU that counts palm outside the view)."""
+    of the returned view (the ground truth of a palm IoU that counts palm outside the view).
+    `fades` turns on the long faint stretches of line_styles (training sets from 1.4.0 on)."""
     if kind is None:
         r = rng.random() * sum(mix)
         kind = KIND_SCENE if r < mix[0] else (KIND_CROP if r < mix[0] + mix[1] else KIND_NEG)
@@ -739,7 +772,7 @@ def generate(rng, kind=None, neg_kind=None, mix=DEFAULT_MIX, recrop=None, info=N
                         cv2.line(img, (int(p[0]), int(p[1])), (int(p[2]), int(p[3])), (0.4, 0.3, 0.25), 1, cv2.LINE_AA)
     else:
         img, _ = render_hand(rng, A_ss, bg, h, dorsal=(neg_kind == "dorsal"), lines=lines,
-                             line_style=line_styles(rng), arm_only=(neg_kind == "arm"))
+                             line_style=line_styles(rng, fades), arm_only=(neg_kind == "arm"))
     img = lighting(rng, img, A_ss)
     img = cv2.resize(np.clip(img, 0, 1).astype(np.float32), (OUT, OUT), interpolation=cv2.INTER_AREA)
     img = camera_effects(rng, img, upscale)
@@ -763,9 +796,9 @@ def generate(rng, kind=None, neg_kind=None, mix=DEFAULT_MIX, recrop=None, info=N
     return img, mask, kind
 
 
-def sample(seed, index, kind=None, mix=DEFAULT_MIX, recrop=None, info=None):
+def sample(seed, index, kind=None, mix=DEFAULT_MIX, recrop=None, info=None, fades=False):
     rng = np.random.default_rng([int(seed), int(index)])
-    return generate(rng, kind, mix=mix, recrop=recrop, info=info)
+    return generate(rng, kind, mix=mix, recrop=recrop, info=info, fades=fades)
 
 
 def unpack(mask):
