@@ -484,6 +484,8 @@ def main():
     ap.add_argument("--tune", action="store_true", help="calibrate on val_crop/val_neg/val_scene and write --calib")
     ap.add_argument("--out", default="models/palm-lines/metrics.json")
     ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--lines-on", default=None, metavar="DIR",
+                    help="print only the line metrics on this crop-style set (e.g. a validation set) and stop")
     a = ap.parse_args()
     torch.set_num_threads(int(os.environ.get("TORCH_THREADS", "2")))
     net = exp.load_net(a.ckpt)
@@ -497,6 +499,10 @@ def main():
     else:
         calib = exp.load_calib(a.calib)
     thr, det, margin = calib["thresholds"], calib["detection"], calib["crop"]["margin"]
+    if a.lines_on:
+        li, lm, _ = load_shards(a.lines_on, a.limit)
+        print(json.dumps({"set": a.lines_on, "calibration": calib, "lines": line_metrics(predict(net, li), unpack(lm), thr, det)}, indent=1))
+        return
     t0 = time.time()
     res = {"model": f"{exp.MODEL_NAME}-{exp.MODEL_VERSION}", "calibration": calib, "tolerance_px": TOL}
     ci_, cm, _ = load_shards(os.path.join(a.data, "test_crop"), a.limit)
