@@ -16,7 +16,7 @@ import onnx
 import torch
 
 from training import export as exp
-from training.evaluate import largest_cc, kept_line
+from training.evaluate import detected_lines, largest_cc
 
 LINES = ("heart", "head", "life")
 
@@ -68,8 +68,9 @@ def analyse(net, rgb, calib):
         crop = cv2.warpAffine(rgb, M, (256, 256), flags=cv2.INTER_LINEAR, borderValue=0)
     p2 = run(net, crop)
     out = {}
+    kept = detected_lines(p2, thr, det)   # the engine's selectLine near the crop's palm, and min_lines
     for ci, name in enumerate(LINES, 1):
-        mask, ok = kept_line(p2[ci], thr[name], det)
+        mask, ok = kept[name]
         vs, us = np.nonzero(mask)
         pts = np.c_[bx + (us + 0.5) / k, by + (vs + 0.5) / k]
         conf = float(p2[ci][mask > 0].mean()) if mask.sum() else 0.0

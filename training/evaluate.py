@@ -65,17 +65,6 @@ def largest_cc(binary):
     return (lab == k).astype(np.uint8)
 
 
-def kept_line(prob, thr, det):
-    """Engine-like: largest component, kept only if it passes the detection rule."""
-    cc = largest_cc(prob > thr)
-    n = int(cc.sum())
-    if n == 0:
-        return cc, False
-    conf = float(prob[cc > 0].mean())
-    ok = n >= det["min_pixels"] and conf >= det["min_confidence"]
-    return (cc if ok else np.zeros_like(cc)), ok
-
-
 def select_line(prob, thr, det, palm_dist=None):
     """The engine's selectLine (src/inference/postprocess.ts): components above the threshold,
     specks (under min_pixels / 4) dropped; a component must have at least half its probability
