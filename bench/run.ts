@@ -23,7 +23,7 @@ import { ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.js";
 import { generateApiKey } from "../src/auth/api-key.js";
 import { callUnary, createGrpcJsClient } from "../test/helpers/grpc.js";
 import { measureFloor, type FloorResult } from "./floor.js";
-import { startServerProcess, trackPeakRss, type ServerProcess } from "./server-process.js";
+import { machineCpu, startServerProcess, trackPeakRss, type ServerProcess } from "./server-process.js";
 import { median, quantile } from "./stats.js";
 import { makeWorkloads, type Workload } from "./workloads.js";
 
@@ -72,6 +72,11 @@ interface Scaling {
   /** CPU use over all rounds, in cores, per concurrency: the server's and this process's (the load generator). */
   serverCpu: [number, number];
   clientCpu: [number, number];
+  /** Server CPU time per answered request over all rounds, in ms, per concurrency. */
+  cpuPerRequest: [number, number];
+  /** The whole machine's idle and steal CPU over all rounds, in cores, per concurrency. */
+  idle: [number, number];
+  steal: [number, number];
 }
 
 interface Health {
@@ -95,6 +100,8 @@ interface Cell {
   peakRss: number;
   /** Server CPU use during the cell, in cores. */
   cpu: number;
+  /** The whole machine's idle and steal CPU during the cell, in cores (see machineCpu). */
+  machine: { idle: number; steal: number };
 }
 
 const log = (...a: unknown[]) => process.stderr.write(a.join(" ") + "\n");
@@ -159,12 +166,15 @@ function analyzeLoad(
 async function restCell(server: ServerProcess, key: string, w: Workload, c: number, amount: number): Promise<Cell> {
   const t0 = performance.now();
   const cpu0 = server.cpuSeconds();
+  const machine0 = machineCpu();
   let last = t0;
   let lastCpu = cpu0;
+  let lastMachine = machine0;
   const { value: r, peakRss } = await trackPeakRss(server, () =>
     analyzeLoad(server, key, w, { connections: c, amount }).on("response", () => {
       last = performance.now();
       lastCpu = server.cpuSeconds();
+      lastMachine = machineCpu();
     }),
   );
   const overloaded = r.statusCodeStats?.["503"]?.count ?? 0;
@@ -189,6 +199,7 @@ async function restCell(server: ServerProcess, key: string, w: Workload, c: numb
     p99: r.latency.p99,
     peakRss,
     cpu: (lastCpu - cpu0) / wall,
+    machine: { idle: (lastMachine.idle - machine0.idle) / wall, steal: (lastMachine.steal - machine0.steal) / wall },
   };
 }
 
@@ -202,6 +213,7 @@ async function grpcCell(server: ServerProcess, client: GrpcClient, key: string, 
   const otherDetails = new Map<string, number>();
   let started = 0;
   const t0 = performance.now();
+  const machine0 = machineCpu();
   const { peakRss, cpuCores } = await trackPeakRss(server, () =>
     Promise.all(
       Array.from({ length: c }, async () => {
@@ -223,6 +235,7 @@ async function grpcCell(server: ServerProcess, client: GrpcClient, key: string, 
     ),
   );
   const wall = (performance.now() - t0) / 1000;
+  const machine1 = machineCpu();
   return {
     workload: w.name,
     protocol: "gRPC",
@@ -237,6 +250,7 @@ async function grpcCell(server: ServerProcess, client: GrpcClient, key: string, 
     p99: quantile(latencies, 0.99),
     peakRss,
     cpu: cpuCores,
+    machine: { idle: (machine1.idle - machine0.idle) / wall, steal: (machine1.steal - machine0.steal) / wall },
   };
 }
 
@@ -346,8 +360,12 @@ async function main(): Promise<void> {
           grpc ? grpcCell(server, grpc, key, w, c, SCALING_AMOUNT[c]) : restCell(server, key, w, c, SCALING_AMOUNT[c]);
         try {
           await cellOf(2); // warm-up, untimed
-          const s: Scaling = { workload: w.name, protocol, rounds: [], pooled: [0, 0], serverCpu: [0, 0], clientCpu: [0, 0] };
-          const sums = { 1: { ok: 0, wall: 0, server: 0, client: 0 }, 2: { ok: 0, wall: 0, server: 0, client: 0 } };
+          const s: Scaling = {
+            workload: w.name, protocol, rounds: [], pooled: [0, 0], serverCpu: [0, 0], clientCpu: [0, 0], cpuPerRequest: [0, 0],
+            idle: [0, 0], steal: [0, 0],
+          };
+          const zero = () => ({ ok: 0, wall: 0, server: 0, client: 0, idle: 0, steal: 0 });
+          const sums = { 1: zero(), 2: zero() };
           for (let round = 0; round < SCALING_ROUNDS; round++) {
             const order: (1 | 2)[] = round % 2 === 0 ? [1, 2] : [2, 1];
             const rps = { 1: 0, 2: 0 };
@@ -362,6 +380,8 @@ async function main(): Promise<void> {
               sums[c].wall += wall;
               sums[c].server += cell.cpu * wall;
               sums[c].client += (client.user + client.system) / 1e6;
+              sums[c].idle += cell.machine.idle * wall;
+              sums[c].steal += cell.machine.steal * wall;
             }
             s.rounds.push([rps[1], rps[2]]);
             log(`scaling ${w.name} ${protocol} round ${round + 1}: c=1 ${rps[1].toFixed(2)} c=2 ${rps[2].toFixed(2)} req/s, ${(rps[2] / rps[1]).toFixed(2)}x`);
@@ -369,6 +389,9 @@ async function main(): Promise<void> {
           s.pooled = [sums[1].ok / sums[1].wall, sums[2].ok / sums[2].wall];
           s.serverCpu = [sums[1].server / sums[1].wall, sums[2].server / sums[2].wall];
           s.clientCpu = [sums[1].client / sums[1].wall, sums[2].client / sums[2].wall];
+          s.cpuPerRequest = [(1000 * sums[1].server) / sums[1].ok, (1000 * sums[2].server) / sums[2].ok];
+          s.idle = [sums[1].idle / sums[1].wall, sums[2].idle / sums[2].wall];
+          s.steal = [sums[1].steal / sums[1].wall, sums[2].steal / sums[2].wall];
           scaling.push(s);
         } finally {
           grpc?.close();
@@ -448,9 +471,11 @@ async function main(): Promise<void> {
     try {
       const big = workloads[0];
       await restCell(dflt, key, big, 2, 2);
+      const [m0, t0] = [machineCpu(), performance.now()];
       const { value: r, peakRss, cpuCores } = await trackPeakRss(dflt, () =>
         analyzeLoad(dflt, key, big, { connections: 16, duration: OVERLOAD_S }),
       );
+      const [m1, wall] = [machineCpu(), (performance.now() - t0) / 1000];
       const s503 = r.statusCodeStats?.["503"]?.count ?? 0;
       overload = {
         workload: big.name,
@@ -465,6 +490,7 @@ async function main(): Promise<void> {
         p99: r.latency.p99,
         peakRss,
         cpu: cpuCores,
+        machine: { idle: (m1.idle - m0.idle) / wall, steal: (m1.steal - m0.steal) / wall },
       };
     } finally {
       await dflt.stop();
@@ -550,16 +576,24 @@ function report(r: {
       "on the same server and connection setup as (b), so that a slow drift of the shared machine hits both halves of a round alike.",
   );
   out();
-  out("| protocol | c=1 req/s, median | c=2 req/s, median | c=2 / c=1 per round | median of rounds | pooled (all rounds) | CPU cores at c=1, server + load generator | CPU cores at c=2, server + load generator |");
-  out("|---|---|---|---|---|---|---|---|");
+  out("| protocol | c=1 req/s, median | c=2 req/s, median | c=2 / c=1 per round | median of rounds | pooled (all rounds) | CPU cores at c=1, server + load generator | CPU cores at c=2, server + load generator | server CPU ms per request, c=1 / c=2 | machine idle + steal at c=1 (cores) | machine idle + steal at c=2 (cores) |");
+  out("|---|---|---|---|---|---|---|---|---|---|---|");
   for (const s of r.scaling) {
     const ratios = s.rounds.map(([a, b]) => b / a);
     out(
       `| ${s.protocol} | ${median(s.rounds.map((q) => q[0])).toFixed(2)} | ${median(s.rounds.map((q) => q[1])).toFixed(2)} | ` +
         `${ratios.map((v) => v.toFixed(2)).join(", ")} | ${x(median(ratios))} | ${x(s.pooled[1] / s.pooled[0])} | ` +
-        `${s.serverCpu[0].toFixed(2)} + ${s.clientCpu[0].toFixed(2)} | ${s.serverCpu[1].toFixed(2)} + ${s.clientCpu[1].toFixed(2)} |`,
+        `${s.serverCpu[0].toFixed(2)} + ${s.clientCpu[0].toFixed(2)} | ${s.serverCpu[1].toFixed(2)} + ${s.clientCpu[1].toFixed(2)} | ` +
+        `${s.cpuPerRequest[0].toFixed(0)} / ${s.cpuPerRequest[1].toFixed(0)} | ` +
+        `${s.idle[0].toFixed(2)} + ${s.steal[0].toFixed(2)} | ${s.idle[1].toFixed(2)} + ${s.steal[1].toFixed(2)} |`,
     );
   }
+  out();
+  out(
+    "How to read it: the pooled ratio is (server cores at c=2 / at c=1) x (server CPU per request at c=1 / at c=2). " +
+      `The machine has ${r.host.nproc} cores; what the server does not get at c=2 is the load generator's share, the machine's ` +
+      "idle time (/proc/stat idle + iowait) and steal (time the hypervisor gave to other guests).",
+  );
   out();
   const hi = r.health.idle;
   out("### (c) GET /v1/palm/health, 50 Hz probe, one request at a time (ms)");

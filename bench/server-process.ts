@@ -99,6 +99,18 @@ export async function startServerProcess(env: Record<string, string>, nodeArgs: 
 }
 
 /**
+ * machineCpu reads the whole machine's CPU time from /proc/stat (its aggregate `cpu` line), in
+ * seconds summed over the cores: idle (idle + iowait) and steal (taken by the hypervisor for other
+ * guests; a shared VM's cores are not all ours even when nothing of ours is idle).
+ */
+export function machineCpu(): { idle: number; steal: number } {
+  const line = readFileSync("/proc/stat", "utf8").split("\n", 1)[0];
+  const f = line.trim().split(/\s+/).slice(1).map(Number);
+  // user nice system idle iowait irq softirq steal ..., in USER_HZ (100) ticks
+  return { idle: (f[3] + f[4]) / 100, steal: (f[7] ?? 0) / 100 };
+}
+
+/**
  * trackPeakRss runs `fn` while sampling the server's VmRSS every 50 ms; the peak is the larger
  * of the samples and VmHWM (reset before `fn`), so short spikes between samples are counted.
  * Also returns the server's CPU use during `fn`, in cores (1.0 = one core busy all along).
