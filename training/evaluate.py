@@ -533,7 +533,7 @@ def print_table(res):
     print(f"{'line':6} {'P':>6} {'R':>6} {'F1':>6} | {'P post':>7} {'R post':>7} {'F1 post':>7} | detected | localised")
     for k, v in res["lines_on_crops"].items():
         print(f"{k:6} {v['precision']:6.3f} {v['recall']:6.3f} {v['f1']:6.3f} | {v['post_precision']:7.3f} "
-              f"{v['post_recall']:7.3f} {v['post_f1']:7.3f} | {v['detected_share']:8.3f} | {v.get('localised_share', float('nan')):.3f}")
+              f"{v['post_recall']:7.3f} {v['post_f1']:7.3f} | {v['detected_share']:8.3f} | {v['localised_share']:.3f}")
     print(f"palm IoU on whole scenes ({res['sizes']['test_scene']}): mean {res['palm_on_scenes']['mean_iou']:.3f}, "
           f"pooled {res['palm_on_scenes']['pooled_iou']:.3f}; through both passes: mean "
           f"{res['palm_on_scenes_two_pass']['mean_iou']:.3f}, pooled {res['palm_on_scenes_two_pass']['pooled_iou']:.3f}; "
