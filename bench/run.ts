@@ -23,7 +23,7 @@ import { ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.js";
 import { generateApiKey } from "../src/auth/api-key.js";
 import { callUnary, createGrpcJsClient } from "../test/helpers/grpc.js";
 import { measureFloor, type FloorResult } from "./floor.js";
-import { machineCpu, startServerProcess, trackPeakRss, type ServerProcess } from "./server-process.js";
+import { machineCores, machineCpu, startServerProcess, trackPeakRss, type ServerProcess } from "./server-process.js";
 import { median, quantile } from "./stats.js";
 import { makeWorkloads, type Workload } from "./workloads.js";
 
@@ -199,7 +199,7 @@ async function restCell(server: ServerProcess, key: string, w: Workload, c: numb
     p99: r.latency.p99,
     peakRss,
     cpu: (lastCpu - cpu0) / wall,
-    machine: { idle: (lastMachine.idle - machine0.idle) / wall, steal: (lastMachine.steal - machine0.steal) / wall },
+    machine: machineCores(machine0, lastMachine, wall),
   };
 }
 
@@ -235,7 +235,6 @@ async function grpcCell(server: ServerProcess, client: GrpcClient, key: string, 
     ),
   );
   const wall = (performance.now() - t0) / 1000;
-  const machine1 = machineCpu();
   return {
     workload: w.name,
     protocol: "gRPC",
@@ -250,7 +249,7 @@ async function grpcCell(server: ServerProcess, client: GrpcClient, key: string, 
     p99: quantile(latencies, 0.99),
     peakRss,
     cpu: cpuCores,
-    machine: { idle: (machine1.idle - machine0.idle) / wall, steal: (machine1.steal - machine0.steal) / wall },
+    machine: machineCores(machine0, machineCpu(), wall),
   };
 }
 
@@ -490,7 +489,7 @@ async function main(): Promise<void> {
         p99: r.latency.p99,
         peakRss,
         cpu: cpuCores,
-        machine: { idle: (m1.idle - m0.idle) / wall, steal: (m1.steal - m0.steal) / wall },
+        machine: machineCores(m0, m1, wall),
       };
     } finally {
       await dflt.stop();

@@ -110,6 +110,11 @@ export function machineCpu(): { idle: number; steal: number } {
   return { idle: (f[3] + f[4]) / 100, steal: (f[7] ?? 0) / 100 };
 }
 
+/** machineCores turns two machineCpu() readings `wallS` seconds apart into cores (1.0 = one core all along). */
+export function machineCores(from: ReturnType<typeof machineCpu>, to: ReturnType<typeof machineCpu>, wallS: number) {
+  return { idle: (to.idle - from.idle) / wallS, steal: (to.steal - from.steal) / wallS };
+}
+
 /**
  * trackPeakRss runs `fn` while sampling the server's VmRSS every 50 ms; the peak is the larger
  * of the samples and VmHWM (reset before `fn`), so short spikes between samples are counted.
