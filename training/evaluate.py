@@ -471,11 +471,17 @@ def main():
     ap.add_argument("--data", default="training/data")
     ap.add_argument("--calib", default="models/palm-lines/calibration.json")
     ap.add_argument("--tune", action="store_true", help="calibrate on val_crop/val_neg/val_scene and write --calib")
-    ap.add_argument("--out", default="models/palm-lines/metrics.json")
+    ap.add_argument("--out", default=None,
+                    help="metrics file (default models/palm-lines/metrics.json; with --split val, metrics_val.json beside --ckpt)")
     ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--split", choices=("test", "val"), default="test",
+                    help="the sets the full evaluation reads: test_* (the held-out report) or val_* (to compare "
+                         "candidates before any test set is looked at)")
     ap.add_argument("--lines-on", default=None, metavar="DIR",
                     help="print only the line metrics on this crop-style set (e.g. a validation set) and stop")
     a = ap.parse_args()
+    if a.out is None:
+        a.out = "models/palm-lines/metrics.json" if a.split == "test" else os.path.join(os.path.dirname(a.ckpt), "metrics_val.json")
     torch.set_num_threads(int(os.environ.get("TORCH_THREADS", "2")))
     net = exp.load_net(a.ckpt)
     if a.tune:
@@ -494,29 +500,30 @@ def main():
         return
     t0 = time.time()
     res = {"model": f"{exp.MODEL_NAME}-{exp.MODEL_VERSION}", "calibration": calib, "tolerance_px": TOL}
-    ci_, cm, _ = load_shards(os.path.join(a.data, "test_crop"), a.limit)
+    ci_, cm, _ = load_shards(os.path.join(a.data, f"{a.split}_crop"), a.limit)
     cp = predict(net, ci_)
     cg = unpack(cm)
     res["lines_on_crops"] = line_metrics(cp, cg, thr, det)
     res["palm_on_crops"] = palm_iou(cp, cg, thr["palm"])
-    si, sm, _ = load_shards(os.path.join(a.data, "test_scene"), a.limit)
+    si, sm, _ = load_shards(os.path.join(a.data, f"{a.split}_scene"), a.limit)
     sp = predict(net, si)
     sg = unpack(sm)
     res["palm_on_scenes"] = palm_iou(sp, sg, thr["palm"])
     min_palm = calib["crop"].get("min_palm", 0.0)
     proposal = calib["crop"].get("proposal", thr["palm"])
-    scene_passes = second_pass(net, si, sp, proposal, margin, SET_SOURCES["test_scene"])
+    scene_passes = second_pass(net, si, sp, proposal, margin, SET_SOURCES[f"{a.split}_scene"])
     res["palm_on_scenes_two_pass"] = palm_iou_two_pass(scene_passes, sg, thr["palm"])
     scene_per_image = two_pass(scene_passes, len(si), thr, det)   # shared by the two scene metrics below
     res["lines_on_scenes_two_pass"] = scene_lines_two_pass(scene_passes, scene_per_image, thr, det, min_palm)
     res["lines_on_scenes_raw"] = {k: {kk: v[kk] for kk in ("precision", "recall", "f1")}
                                   for k, v in line_metrics(sp, sg, thr, det).items()}
-    ni, _, _ = load_shards(os.path.join(a.data, "test_neg"), a.limit)
+    ni, _, _ = load_shards(os.path.join(a.data, f"{a.split}_neg"), a.limit)
     npb = predict(net, ni)
     res["scenes_two_pass"] = scene_confirmation(scene_per_image, min_palm)
-    neg_passes = second_pass(net, ni, npb, proposal, margin, SET_SOURCES["test_neg"])
+    neg_passes = second_pass(net, ni, npb, proposal, margin, SET_SOURCES[f"{a.split}_neg"])
     res["negatives"] = negative_metrics(ni, npb, neg_passes, thr, det, min_palm)
-    res["sizes"] = {"test_crop": len(ci_), "test_scene": len(si), "test_neg": len(ni)}
+    res["split"] = a.split
+    res["sizes"] = {"test_crop": len(ci_), "test_scene": len(si), "test_neg": len(ni)}   # keys kept for readers of older files
     if a.onnx:
         res["onnx_check"] = exp.verify(net, a.onnx)
         res["onnx_bytes"] = os.path.getsize(a.onnx)
