@@ -30,6 +30,12 @@ export interface PalmServerOptions {
   logger: Logger;
   /** Clock for quota periods (tests). Default: now. */
   now?: () => Date;
+  /**
+   * HTTP/2 receive windows in bytes. Default {@link H2_STREAM_WINDOW} per stream and
+   * {@link H2_CONNECTION_WINDOW} per connection (bench/upload-latency.mts compares them with
+   * HTTP/2's 65,535).
+   */
+  h2Windows?: { stream: number; connection: number };
 }
 
 /** PalmServer is a listening (or ready to listen) service instance. */
@@ -48,9 +54,21 @@ export interface PalmServer {
 
 const H2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 
+/**
+ * HTTP/2 receive windows. HTTP/2's default is 64 KiB per stream and per connection, so a client
+ * may have at most 64 KiB in flight before the server's WINDOW_UPDATE comes back: a 3.6 MB photo
+ * then needs about 60 round trips to upload, most of a second across a 10 ms link (measured in
+ * bench/RESULTS.md, "HTTP/2 receive windows"). A stream may send 1 MiB ahead, a connection 8 MiB
+ * (the body limit) across its streams. Bodies are read as they arrive, and a request is still
+ * refused past MAX_BODY_BYTES.
+ */
+export const H2_STREAM_WINDOW = 1024 * 1024;
+export const H2_CONNECTION_WINDOW = MAX_BODY_BYTES;
+
 /** createPalmServer wires the routes, interceptors and REST surface onto one port. */
 export function createPalmServer(options: PalmServerOptions): PalmServer {
   const { config, logger } = options;
+  const windows = options.h2Windows ?? { stream: H2_STREAM_WINDOW, connection: H2_CONNECTION_WINDOW };
   let closing = false;
   const shutdownController = new AbortController();
   const stopping = new AbortController();
@@ -134,7 +152,7 @@ export function createPalmServer(options: PalmServerOptions): PalmServer {
   });
   // h1 never listens itself (the TCP front does); 'listening' starts its timeout checks.
   h1.emit("listening");
-  const h2 = http2.createServer({ settings: { maxConcurrentStreams: 256 } }, handle);
+  const h2 = http2.createServer({ settings: { maxConcurrentStreams: 256, initialWindowSize: windows.stream } }, handle);
   // "Expect: 100-continue": REST answers it after the key check (rest-handler.ts); everything
   // else gets the 100 at once, as Node would do by itself.
   const checkContinue: NodeHandlerFn = (req, res) => {
@@ -147,6 +165,7 @@ export function createPalmServer(options: PalmServerOptions): PalmServer {
   const sessions = new Set<ServerHttp2Session>();
   h2.on("session", (s: ServerHttp2Session) => {
     sessions.add(s);
+    s.setLocalWindowSize(windows.connection);
     s.once("close", () => sessions.delete(s));
     if (closing) s.close();
   });
