@@ -155,7 +155,7 @@ async function main(): Promise<number> {
             (s.detected ? "yes" : "no").padEnd(9),
             String(s.pixels).padStart(8),
             (Number.isFinite(s.meanDist) ? `${(100 * s.meanDist).toFixed(1)}%` : "-").padStart(10),
-            `${(100 * s.coverage).toFixed(0)}%`.padStart(9),
+            `${(100 * s.coverage).toFixed(1)}%`.padStart(9),
             s.localised ? "LOCALISED" : "-",
             line === "heart" ? `(${Math.round(ms)} ms)` : "",
           ].join(" "),

@@ -18,7 +18,7 @@ STEPS=${STEPS:-3000}
 data() {
   $PY -m training.generate --out "$D/train" --n "$N_TRAIN" --seed 1
   $PY -m training.generate --out "$D/val_crop" --n 300 --seed 3 --kind 1
-  $PY -m training.generate --out "$D/val_neg" --n 200 --seed 6 --kind 2
+  $PY -m training.generate --out "$D/val_neg" --n 500 --seed 6 --kind 2
   $PY -m training.generate --out "$D/val_scene" --n 300 --seed 8 --kind 0
   $PY -m training.generate --out "$D/test_crop" --n 500 --seed 2 --kind 1
   $PY -m training.generate --out "$D/test_scene" --n 500 --seed 4 --kind 0

@@ -13,7 +13,7 @@ import { decodeMask, fixtureImage, fixtures, tolerantF1, trueMask } from "./fixt
  * misplaced line scores (near 0).
  *
  * LINES_FOUND_PER_FIXTURE and MEAN_F1_BOUND: every line of every palm fixture must be found, and
- * the mean over all of them must reach issue 2's bar (F1 0.85). Measured with palm-lines-1.1.0 (1.2.0 and 1.3.0
+ * the mean over all of them must reach issue 2's bar (F1 0.85). Measured with palm-lines-1.1.0 (1.2.0, 1.3.0 and 1.4.0
  * pass too):
  * all 12 line instances at F1 >= 0.68 (10 of them >= 0.9), mean 0.95. A broken pipeline
  * (misaligned crop, wrong channel order, empty output) or a model that swaps lines fails these.
