@@ -1,0 +1,67 @@
+/**
+ * `npx tsx bench/engine-scaling.ts [--rounds N] [--workers N]`: the c=2 / c=1 ratio of the engine
+ * alone — the analyzer's worker pool in this process, fed the 12 MP workload by 1 and then 2
+ * closed loops, with no HTTP, JSON, base64 or load generator — in paired rounds like table (b2)
+ * of `npm run bench`. It tells whether the server's shortfall against the 1.7x target comes from
+ * the engine itself or from what surrounds it (bench/RESULTS.md).
+ */
+import { cpuUsage } from "node:process";
+import { createAnalyzer } from "../src/inference/analyzer.js";
+import { machineCores, machineCpu } from "./server-process.js";
+import { median } from "./stats.js";
+import { makeWorkloads } from "./workloads.js";
+
+const argv = process.argv.slice(2);
+const arg = (name: string, fallback: number) => {
+  const i = argv.indexOf(name);
+  return i >= 0 ? Number(argv[i + 1]) : fallback;
+};
+const ROUNDS = arg("--rounds", 6);
+const PER_LOOP = 6;
+
+const { workloads } = await makeWorkloads();
+const w = workloads.find((x) => x.name === "12MP JPEG")!;
+const analyzer = await createAnalyzer({ workers: arg("--workers", 2) });
+
+/** Runs `loops` closed loops of PER_LOOP analyses each; returns req/s, process cores and machine idle. */
+async function cell(loops: number) {
+  const cpu0 = cpuUsage();
+  const m0 = machineCpu();
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: loops }, async () => {
+      for (let i = 0; i < PER_LOOP; i++) await analyzer.analyze(new Uint8Array(w.bytes));
+    }),
+  );
+  const wall = (performance.now() - t0) / 1000;
+  const cpu = cpuUsage(cpu0);
+  const m = machineCores(m0, machineCpu(), wall);
+  const n = loops * PER_LOOP;
+  return { rps: n / wall, cores: (cpu.user + cpu.system) / 1e6 / wall, cpuMs: ((cpu.user + cpu.system) / 1e3) / n, idle: m.idle, steal: m.steal };
+}
+
+await cell(2); // warm-up, untimed
+const rows: { c1: Awaited<ReturnType<typeof cell>>; c2: Awaited<ReturnType<typeof cell>> }[] = [];
+for (let r = 0; r < ROUNDS; r++) {
+  if (r % 2 === 0) {
+    const c1 = await cell(1);
+    rows.push({ c1, c2: await cell(2) });
+  } else {
+    const c2 = await cell(2);
+    rows.push({ c1: await cell(1), c2 });
+  }
+}
+await analyzer.close();
+
+const f = (x: number, d = 2) => x.toFixed(d);
+const pooled = (k: "c1" | "c2", loops: number) =>
+  (rows.length * loops * PER_LOOP) / rows.reduce((s, r) => s + (loops * PER_LOOP) / r[k].rps, 0);
+console.log(`| c=1 req/s, median | c=2 req/s, median | c=2 / c=1 per round | pooled | cores c=1 / c=2 | CPU ms per analysis c=1 / c=2 | machine idle + steal c=1 / c=2 (cores) |`);
+console.log(`|---|---|---|---|---|---|---|`);
+console.log(
+  `| ${f(median(rows.map((r) => r.c1.rps)))} | ${f(median(rows.map((r) => r.c2.rps)))} | ` +
+    `${rows.map((r) => f(r.c2.rps / r.c1.rps)).join(", ")} | ${f(pooled("c2", 2) / pooled("c1", 1))}x | ` +
+    `${f(median(rows.map((r) => r.c1.cores)))} / ${f(median(rows.map((r) => r.c2.cores)))} | ` +
+    `${f(median(rows.map((r) => r.c1.cpuMs)), 0)} / ${f(median(rows.map((r) => r.c2.cpuMs)), 0)} | ` +
+    `${f(median(rows.map((r) => r.c1.idle)))} + ${f(median(rows.map((r) => r.c1.steal)))} / ${f(median(rows.map((r) => r.c2.idle)))} + ${f(median(rows.map((r) => r.c2.steal)))} |`,
+);
