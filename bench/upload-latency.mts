@@ -3,8 +3,9 @@
  * uploading a phone photo over a link with latency. Two servers side by side in this process, ours
  * (H2_STREAM_WINDOW / H2_CONNECTION_WINDOW) and one with HTTP/2's default 65,535-byte windows, each
  * connected directly (loopback) and then behind a TCP proxy that holds every chunk for a one-way
- * delay (0, 2 and 5 ms: round trips of 0, 4 and 10 ms, plus the proxy's own hop). Each call sends 3.6 MB that start like a JPEG but are noise, so the service refuses it
- * (invalid_image, uncharged) as soon as it has read it all: the time is the upload and one answer.
+ * delay (0, 2 and 5 ms: round trips of 0, 4 and 10 ms, plus the proxy's own hop). Each call sends
+ * 3.6 MB that start like a JPEG but are noise, so the service refuses it (invalid_image,
+ * uncharged) as soon as it has read it all: the time is the upload and one answer.
  * Calls alternate between the two servers, so a drift of the shared machine hits both alike.
  */
 import * as grpc from "@grpc/grpc-js";
@@ -21,7 +22,9 @@ import { registerKey } from "../test/helpers/keys.js";
 import { median } from "./stats.js";
 
 const argv = process.argv.slice(2);
-const CALLS = Number(argv[argv.indexOf("--calls") + 1] || 15);
+const callsAt = argv.indexOf("--calls");
+const CALLS = callsAt >= 0 ? Number(argv[callsAt + 1]) : 15;
+if (!Number.isInteger(CALLS) || CALLS < 1) throw new Error("--calls takes a positive integer");
 
 /** A TCP proxy that passes every chunk on after `oneWayMs`, in order, both ways. */
 async function delayingProxy(target: number, oneWayMs: number): Promise<net.Server> {
