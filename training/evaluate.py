@@ -133,18 +133,21 @@ LOC_COVERAGE = 0.6
 
 
 def line_centre(gt_line):
-    """The true line's centre: its mask thinned to one pixel."""
-    return cv2.ximgproc.thinning(gt_line.astype(np.uint8) * 255) > 0
+    """The true line's centre, its mask thinned to one pixel, and the distance of every pixel to
+    it: computed once per true line, however many candidate masks are scored against it."""
+    centre = cv2.ximgproc.thinning(gt_line.astype(np.uint8) * 255) > 0
+    return centre, cv2.distanceTransform((~centre).astype(np.uint8), cv2.DIST_L2, cv2.DIST_MASK_PRECISE)
 
 
-def localised(kept, detected, centre, palm_px):
+def localised(kept, detected, target, palm_px):
     """(mean distance / palm width, coverage, localised) of one kept line mask against the true
-    line's centre; palm_px is the true palm's area in pixels."""
+    line's centre; target is line_centre()'s (centre, distance to it), palm_px the true palm's
+    area in pixels."""
+    centre, dc = target
     if not detected or not kept.any() or not centre.any():
         return float("inf"), 0.0, False
     width = float(np.sqrt(max(palm_px, 1)))
     r = LOC_DIST * width
-    dc = cv2.distanceTransform((~centre).astype(np.uint8), cv2.DIST_L2, cv2.DIST_MASK_PRECISE)
     mean = float(dc[kept > 0].mean()) / width
     dk = cv2.distanceTransform((kept == 0).astype(np.uint8), cv2.DIST_L2, cv2.DIST_MASK_PRECISE)
     cov = float((dk[centre] <= r).mean())
