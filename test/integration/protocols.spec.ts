@@ -336,9 +336,12 @@ describe("PalmService/Analyze errors over gRPC and Connect", () => {
   });
 
   it("answers DEADLINE_EXCEEDED (timeout) at the client's deadline and refunds the reservation", async () => {
+    // A 12 MP photo takes a few hundred ms to analyse: the 30 ms deadline passes while the
+    // server holds it (the 240x180 image can finish within 30 ms on a fast machine).
+    const big = await makeImage(4000, 3000, "jpeg");
     const client = createClient(PalmService, createGrpcTransport({ baseUrl: srv.url }));
     const err = await client
-      .analyze({ image: jpeg }, { headers: { "x-api-key": key }, timeoutMs: 30 })
+      .analyze({ image: big }, { headers: { "x-api-key": key }, timeoutMs: 30 })
       .catch((e) => ConnectError.from(e));
     expect((err as ConnectError).code).toBe(Code.DeadlineExceeded);
     await expect.poll(usedNow, { timeout: 3000 }).toBe(0);
