@@ -1,5 +1,5 @@
 /**
- * `npx tsx bench/engine-scaling.ts [--rounds N] [--workers N]`: the c=2 / c=1 ratio of the engine
+ * `npx tsx bench/engine-scaling.ts [--rounds N] [--workers N] [--hold C SECONDS]`: the c=2 / c=1 ratio of the engine
  * alone — the analyzer's worker pool in this process, fed the 12 MP workload by 1 and then 2
  * closed loops, with no HTTP, JSON, base64 or load generator — in paired rounds like table (b2)
  * of `npm run bench`. It tells whether the server's shortfall against the 1.7x target comes from
@@ -41,6 +41,25 @@ async function cell(loops: number) {
 }
 
 await cell(2); // warm-up, untimed
+const hold = argv.indexOf("--hold");
+if (hold >= 0) {
+  // --hold C SECONDS: keep C closed loops busy for SECONDS and print nothing else, for a
+  // profiler attached meanwhile (bench/idle-attribution.py).
+  const loops = Number(argv[hold + 1]);
+  const until = performance.now() + 1000 * Number(argv[hold + 2]);
+  let n = 0;
+  await Promise.all(
+    Array.from({ length: loops }, async () => {
+      while (performance.now() < until) {
+        await analyzer.analyze(new Uint8Array(w.bytes));
+        n++;
+      }
+    }),
+  );
+  console.log(`${n} analyses by ${loops} loops`);
+  await analyzer.close();
+  process.exit(0);
+}
 const rows: { c1: Awaited<ReturnType<typeof cell>>; c2: Awaited<ReturnType<typeof cell>> }[] = [];
 for (let r = 0; r < ROUNDS; r++) {
   if (r % 2 === 0) {
