@@ -21,8 +21,9 @@ export interface AnalyzerOptions {
   /**
    * Worker threads, each with its own model session, each running one analysis at a time.
    * Default `min(os.availableParallelism(), DEFAULT_MAX_WORKERS)`. Memory, measured: about
-   * 80 MB per idle worker (V8 isolate, tsx, sharp, onnxruntime session) plus about 65 MB per
-   * running 12 MP analysis; more workers than cores only adds memory.
+   * 80 MB per idle worker (V8 isolate, tsx, sharp, onnxruntime session), about 40 MB more once
+   * it has run (activation memory that glibc keeps for the next inference), plus about 65 MB
+   * per running 12 MP analysis; more workers than cores only adds memory.
    */
   workers?: number;
   /**
