@@ -71,8 +71,12 @@ describe("createQuotaInterceptor()", () => {
     const key = await registerKey(store, "acme", "free");
     const { palm } = createInMemoryService({ analyzer, store, now });
     const abort = new AbortController();
-    const call = palm.analyze({ image }, { headers: { "x-api-key": key }, signal: abort.signal });
-    setTimeout(() => abort.abort(), 20);
+    // A 2 MP image, cancelled once its analysis runs: after the reservation, before the answer
+    // (a fixed delay raced the analysis of a small image on a fast machine).
+    const big = await makeImage(1600, 1200);
+    const call = palm.analyze({ image: big }, { headers: { "x-api-key": key }, signal: abort.signal });
+    await expect.poll(() => analyzer.stats().running, { interval: 1 }).toBe(1);
+    abort.abort();
     expect((await catchError(call)).code).toBe(Code.Canceled);
     await expect.poll(() => store.usage("acme", period)).toBe(0);
   });
