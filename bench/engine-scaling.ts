@@ -43,8 +43,8 @@ async function cell(loops: number) {
 await cell(2); // warm-up, untimed
 const hold = argv.indexOf("--hold");
 if (hold >= 0) {
-  // --hold C SECONDS: keep C closed loops busy for SECONDS and print nothing else, for a
-  // profiler attached meanwhile (bench/idle-attribution.py).
+  // --hold C SECONDS: keep C closed loops busy for SECONDS, for a profiler attached meanwhile
+  // (bench/idle-attribution.py); print only how many analyses ran.
   const loops = Number(argv[hold + 1]);
   const until = performance.now() + 1000 * Number(argv[hold + 2]);
   let n = 0;
