@@ -5,9 +5,8 @@
  * of `npm run bench`. It tells whether the server's shortfall against the 1.7x target comes from
  * the engine itself or from what surrounds it (bench/RESULTS.md).
  */
-import { cpuUsage } from "node:process";
 import { createAnalyzer } from "../src/inference/analyzer.js";
-import { machineCores, machineCpu } from "./server-process.js";
+import { engineScaling, pooledRatio } from "./engine-cells.js";
 import { median } from "./stats.js";
 import { makeWorkloads } from "./workloads.js";
 
@@ -23,24 +22,6 @@ const { workloads } = await makeWorkloads();
 const w = workloads.find((x) => x.name === "12MP JPEG")!;
 const analyzer = await createAnalyzer({ workers: arg("--workers", 2) });
 
-/** Runs `loops` closed loops of PER_LOOP analyses each; returns req/s, process cores and machine idle. */
-async function cell(loops: number) {
-  const cpu0 = cpuUsage();
-  const m0 = machineCpu();
-  const t0 = performance.now();
-  await Promise.all(
-    Array.from({ length: loops }, async () => {
-      for (let i = 0; i < PER_LOOP; i++) await analyzer.analyze(new Uint8Array(w.bytes));
-    }),
-  );
-  const wall = (performance.now() - t0) / 1000;
-  const cpu = cpuUsage(cpu0);
-  const m = machineCores(m0, machineCpu(), wall);
-  const n = loops * PER_LOOP;
-  return { rps: n / wall, cores: (cpu.user + cpu.system) / 1e6 / wall, cpuMs: ((cpu.user + cpu.system) / 1e3) / n, idle: m.idle, steal: m.steal };
-}
-
-await cell(2); // warm-up, untimed
 const hold = argv.indexOf("--hold");
 if (hold >= 0) {
   // --hold C SECONDS: keep C closed loops busy for SECONDS, for a profiler attached meanwhile
@@ -60,27 +41,18 @@ if (hold >= 0) {
   await analyzer.close();
   process.exit(0);
 }
-const rows: { c1: Awaited<ReturnType<typeof cell>>; c2: Awaited<ReturnType<typeof cell>> }[] = [];
-for (let r = 0; r < ROUNDS; r++) {
-  if (r % 2 === 0) {
-    const c1 = await cell(1);
-    rows.push({ c1, c2: await cell(2) });
-  } else {
-    const c2 = await cell(2);
-    rows.push({ c1: await cell(1), c2 });
-  }
-}
+
+const rows = await engineScaling(analyzer, w.bytes, ROUNDS, PER_LOOP);
 await analyzer.close();
 
 const f = (x: number, d = 2) => x.toFixed(d);
-const pooled = (k: "c1" | "c2", loops: number) =>
-  (rows.length * loops * PER_LOOP) / rows.reduce((s, r) => s + (loops * PER_LOOP) / r[k].rps, 0);
+const med = (pick: (r: (typeof rows)[number]) => number) => median(rows.map(pick));
 console.log(`| c=1 req/s, median | c=2 req/s, median | c=2 / c=1 per round | pooled | cores c=1 / c=2 | CPU ms per analysis c=1 / c=2 | machine idle + steal c=1 / c=2 (cores) |`);
 console.log(`|---|---|---|---|---|---|---|`);
 console.log(
-  `| ${f(median(rows.map((r) => r.c1.rps)))} | ${f(median(rows.map((r) => r.c2.rps)))} | ` +
-    `${rows.map((r) => f(r.c2.rps / r.c1.rps)).join(", ")} | ${f(pooled("c2", 2) / pooled("c1", 1))}x | ` +
-    `${f(median(rows.map((r) => r.c1.cores)))} / ${f(median(rows.map((r) => r.c2.cores)))} | ` +
-    `${f(median(rows.map((r) => r.c1.cpuMs)), 0)} / ${f(median(rows.map((r) => r.c2.cpuMs)), 0)} | ` +
-    `${f(median(rows.map((r) => r.c1.idle)))} + ${f(median(rows.map((r) => r.c1.steal)))} / ${f(median(rows.map((r) => r.c2.idle)))} + ${f(median(rows.map((r) => r.c2.steal)))} |`,
+  `| ${f(med((r) => r.c1.rps))} | ${f(med((r) => r.c2.rps))} | ` +
+    `${rows.map((r) => f(r.c2.rps / r.c1.rps)).join(", ")} | ${f(pooledRatio(rows))}x | ` +
+    `${f(med((r) => r.c1.cores))} / ${f(med((r) => r.c2.cores))} | ` +
+    `${f(med((r) => r.c1.cpuMs), 0)} / ${f(med((r) => r.c2.cpuMs), 0)} | ` +
+    `${f(med((r) => r.c1.idle))} + ${f(med((r) => r.c1.steal))} / ${f(med((r) => r.c2.idle))} + ${f(med((r) => r.c2.steal))} |`,
 );

@@ -21,7 +21,9 @@ import autocannon from "autocannon";
 import { PalmService } from "../gen/palm/v1/palm_pb.js";
 import { ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.js";
 import { generateApiKey } from "../src/auth/api-key.js";
+import { createAnalyzer } from "../src/inference/analyzer.js";
 import { callUnary, createGrpcJsClient } from "../test/helpers/grpc.js";
+import { engineScaling, pooledRatio, type EngineRound } from "./engine-cells.js";
 import { measureFloor, type FloorResult } from "./floor.js";
 import { machineCores, machineCpu, startServerProcess, trackPeakRss, type ServerProcess } from "./server-process.js";
 import { median, quantile } from "./stats.js";
@@ -315,6 +317,17 @@ async function main(): Promise<void> {
     // (a) the floor, before the server starts: nothing else of ours competes for the CPUs.
     log("floor: in-process stages ...");
     const floor = await measureFloor(workloads, { iterations: FLOOR_ITERATIONS });
+    // (b2)'s reference: the engine alone, its worker pool in this process with the server's
+    // default worker count, the same paired rounds on the largest workload, no server or client.
+    const largest = workloads.reduce((a, b) => (a.width * a.height >= b.width * b.height ? a : b));
+    log(`engine alone: ${SCALING_ROUNDS} paired rounds on ${largest.name} ...`);
+    const engineAnalyzer = await createAnalyzer();
+    let engine: { workload: string; rounds: EngineRound[] };
+    try {
+      engine = { workload: largest.name, rounds: await engineScaling(engineAnalyzer, largest.bytes, SCALING_ROUNDS, SCALING_AMOUNT[1]) };
+    } finally {
+      await engineAnalyzer.close();
+    }
 
     // (b) the full request.
     const key = generateApiKey();
@@ -496,10 +509,10 @@ async function main(): Promise<void> {
     }
 
     const elapsed = (performance.now() - began) / 1000;
-    const md = report({ host, workloads, floor, cells, scaling, health, overload, idleRss, exitCode, elapsed });
+    const md = report({ host, workloads, floor, engine, cells, scaling, health, overload, idleRss, exitCode, elapsed });
     process.stdout.write(md);
     if (OUT) writeFileSync(OUT, md);
-    if (JSON_OUT) writeFileSync(JSON_OUT, JSON.stringify({ host, floor, cells, scaling, health, overload, idleRss, elapsed }, null, 2));
+    if (JSON_OUT) writeFileSync(JSON_OUT, JSON.stringify({ host, floor, engine, cells, scaling, health, overload, idleRss, elapsed }, null, 2));
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -511,6 +524,7 @@ function report(r: {
   host: Record<string, string>;
   workloads: Workload[];
   floor: FloorResult[];
+  engine: { workload: string; rounds: EngineRound[] };
   cells: Cell[];
   scaling: Scaling[];
   health: Health;
@@ -587,9 +601,23 @@ function report(r: {
         `${s.idle[0].toFixed(2)} + ${s.steal[0].toFixed(2)} | ${s.idle[1].toFixed(2)} + ${s.steal[1].toFixed(2)} |`,
     );
   }
+  const e = r.engine.rounds;
+  if (e.length) {
+    const em = (pick: (q: EngineRound) => number) => median(e.map(pick));
+    const eRatios = e.map((q) => q.c2.rps / q.c1.rps);
+    out(
+      `| engine alone (${r.engine.workload}, in-process, no server or client) | ${em((q) => q.c1.rps).toFixed(2)} | ${em((q) => q.c2.rps).toFixed(2)} | ` +
+        `${eRatios.map((v) => v.toFixed(2)).join(", ")} | ${x(median(eRatios))} | ${x(pooledRatio(e))} | ` +
+        `${em((q) => q.c1.cores).toFixed(2)} + 0 | ${em((q) => q.c2.cores).toFixed(2)} + 0 | ` +
+        `${em((q) => q.c1.cpuMs).toFixed(0)} / ${em((q) => q.c2.cpuMs).toFixed(0)} | ` +
+        `${em((q) => q.c1.idle).toFixed(2)} + ${em((q) => q.c1.steal).toFixed(2)} | ${em((q) => q.c2.idle).toFixed(2)} + ${em((q) => q.c2.steal).toFixed(2)} |`,
+    );
+  }
   out();
   out(
     "How to read it: the pooled ratio is (server cores at c=2 / at c=1) x (server CPU per request at c=1 / at c=2). " +
+      "The engine-alone row, measured before the server started, runs the analyzer's worker pool in the bench process " +
+      "(its cores and CPU per analysis are that process's, medians of the rounds): what the engine itself allows on this machine. " +
       `The machine has ${r.host.nproc} cores; what the server does not get at c=2 is the load generator's share, the machine's ` +
       "idle time (/proc/stat idle + iowait) and steal (time the hypervisor gave to other guests).",
   );
@@ -630,6 +658,9 @@ function report(r: {
       return q ? q.pooled[1] / q.pooled[0] : Number.NaN;
     };
     out(`| req/s c=2 / c=1, ${SCALING_ROUNDS} paired rounds pooled (b2) | ${r.scaling[0].workload} | ${x(pooled("REST"))} | ${x(pooled("gRPC"))} | ≥ 1.7x |`);
+  }
+  if (r.engine.rounds.length) {
+    out(`| the same, engine alone (b2), for reference | ${r.engine.workload} | ${x(pooledRatio(r.engine.rounds))} (no protocol) | - | (none) |`);
   }
   for (const f of r.floor) {
     const t = (p: string) => cell(f.workload, p, 4)!.rps / cell(f.workload, p, 1)!.rps;
