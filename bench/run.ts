@@ -317,17 +317,6 @@ async function main(): Promise<void> {
     // (a) the floor, before the server starts: nothing else of ours competes for the CPUs.
     log("floor: in-process stages ...");
     const floor = await measureFloor(workloads, { iterations: FLOOR_ITERATIONS });
-    // (b2)'s reference: the engine alone, its worker pool in this process with the server's
-    // default worker count, the same paired rounds on the largest workload, no server or client.
-    const largest = workloads.reduce((a, b) => (a.width * a.height >= b.width * b.height ? a : b));
-    log(`engine alone: ${SCALING_ROUNDS} paired rounds on ${largest.name} ...`);
-    const engineAnalyzer = await createAnalyzer();
-    let engine: { workload: string; rounds: EngineRound[] };
-    try {
-      engine = { workload: largest.name, rounds: await engineScaling(engineAnalyzer, largest.bytes, SCALING_ROUNDS, SCALING_AMOUNT[1]) };
-    } finally {
-      await engineAnalyzer.close();
-    }
 
     // (b) the full request.
     const key = generateApiKey();
@@ -508,6 +497,18 @@ async function main(): Promise<void> {
       await dflt.stop();
     }
 
+    // (b2)'s reference: the engine alone, its worker pool in this process with the server's
+    // default worker count, the same paired rounds on the largest workload, no server or client.
+    // Last, once the servers have stopped, so that nothing of it can touch their measurements.
+    const largest = workloads.reduce((a, b) => (a.width * a.height >= b.width * b.height ? a : b));
+    log(`engine alone: ${SCALING_ROUNDS} paired rounds on ${largest.name} ...`);
+    const engineAnalyzer = await createAnalyzer();
+    let engine: { workload: string; rounds: EngineRound[] };
+    try {
+      engine = { workload: largest.name, rounds: await engineScaling(engineAnalyzer, largest.bytes, SCALING_ROUNDS, SCALING_AMOUNT[1]) };
+    } finally {
+      await engineAnalyzer.close();
+    }
     const elapsed = (performance.now() - began) / 1000;
     const md = report({ host, workloads, floor, engine, cells, scaling, health, overload, idleRss, exitCode, elapsed });
     process.stdout.write(md);
@@ -616,7 +617,7 @@ function report(r: {
   out();
   out(
     "How to read it: the pooled ratio is (server cores at c=2 / at c=1) x (server CPU per request at c=1 / at c=2). " +
-      "The engine-alone row, measured before the server started, runs the analyzer's worker pool in the bench process " +
+      "The engine-alone row, measured after the servers stopped, runs the analyzer's worker pool in the bench process " +
       "(its cores and CPU per analysis are that process's, medians of the rounds): what the engine itself allows on this machine. " +
       `The machine has ${r.host.nproc} cores; what the server does not get at c=2 is the load generator's share, the machine's ` +
       "idle time (/proc/stat idle + iowait) and steal (time the hypervisor gave to other guests).",
