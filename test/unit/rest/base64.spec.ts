@@ -26,6 +26,32 @@ describe("decodeBase64Lenient()", () => {
     expect(decodeBase64Lenient("data:image/jpeg;base64,")?.byteLength).toBe(0);
   });
 
+  it("accepts and refuses exactly what the definition does, whatever the characters", () => {
+    // The definition, written plainly: the alphabets (standard and URL-safe) and whitespace are
+    // allowed before at most two trailing "=", whitespace is ignored, and the characters left
+    // (with the padding, when there is any) must form whole 4-character groups but for a last
+    // group of 2 or 3. The decoder's fast path must never accept a string this refuses.
+    const reference = (text: string): Buffer | undefined => {
+      const m = /^([A-Za-z0-9+/_\-\s]*?)((?:=\s*){0,2})$/.exec(text.replace(/\s+$/, ""));
+      if (!m) return undefined;
+      const chars = m[1].replace(/\s/g, "");
+      const pad = m[2].replace(/\s/g, "").length;
+      if (chars.length % 4 === 1 || (pad > 0 && (chars.length + pad) % 4 !== 0)) return undefined;
+      return Buffer.from(chars, "base64");
+    };
+    const piece = fc.constantFrom("QUJD", "aGk", "A", "+", "/", "-", "_", "=", "==", " ", "\n", "\t", "!", ".", "ö", "😀", "\u0000");
+    fc.assert(
+      fc.property(fc.array(piece, { maxLength: 24 }), (pieces) => {
+        const text = pieces.join("");
+        const got = decodeBase64Lenient(text);
+        const want = reference(text);
+        expect(got === undefined, JSON.stringify(text)).toBe(want === undefined);
+        if (got && want) expect(Buffer.from(got), JSON.stringify(text)).toEqual(want);
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
   it("round-trips any bytes in every accepted spelling", () => {
     fc.assert(
       fc.property(fc.uint8Array({ maxLength: 200 }), fc.boolean(), fc.boolean(), fc.nat(20), (data, urlSafe, pad, wrap) => {
