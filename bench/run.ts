@@ -22,6 +22,8 @@ import { PalmService } from "../gen/palm/v1/palm_pb.js";
 import { ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.js";
 import { generateApiKey } from "../src/auth/api-key.js";
 import { createAnalyzer } from "../src/inference/analyzer.js";
+import { createModelSession } from "../src/inference/model-session.js";
+import { analyzeImage } from "../src/inference/pipeline.js";
 import { callUnary, createGrpcJsClient } from "../test/helpers/grpc.js";
 import { engineScaling, pooledRatio, type EngineRound } from "./engine-cells.js";
 import { measureFloor, type FloorResult } from "./floor.js";
@@ -57,6 +59,14 @@ const OVERLOAD_S = QUICK ? 4 : 8;
 const QUEUE = 14;
 /** Paired rounds of the scaling measurement (c=1 then c=2, or the other way round, back to back). */
 const SCALING_ROUNDS = QUICK ? 2 : 6;
+/** Paired rounds of e2e over the floor (b1): one floor run, one REST and one gRPC request each. */
+const PAIRED_ROUNDS = QUICK ? 3 : 10;
+
+/** PairedFloor is (b1): per round, the floor and one request per protocol at c=1, ms. */
+interface PairedFloor {
+  workload: string;
+  rounds: { floor: number; rest: number; grpc: number }[];
+}
 const SCALING_AMOUNT = { 1: QUICK ? 3 : 6, 2: QUICK ? 4 : 12 } as const;
 
 /**
@@ -326,6 +336,7 @@ async function main(): Promise<void> {
     const cells: Cell[] = [];
     let health: Health;
     const scaling: Scaling[] = [];
+    let paired: PairedFloor = { workload: "", rounds: [] };
     let exitCode: number | null;
     try {
       for (const w of workloads) {
@@ -350,6 +361,39 @@ async function main(): Promise<void> {
           } finally {
             grpc?.close();
           }
+        }
+      }
+
+      // (b1) e2e over the floor in paired rounds on the 12 MP workload: the floor (in this
+      // process, the server idle) and one request per protocol at c=1 (this process idle but for
+      // the client), back to back in a rotating order, so that a machine whose speed drifts
+      // within minutes moves both sides of each ratio alike.
+      {
+        const w = workloads[0];
+        paired = { workload: w.name, rounds: [] };
+        const session = await createModelSession({ intraOpNumThreads: 1 });
+        const grpc = createGrpcJsClient(server.port);
+        try {
+          await analyzeImage(w.bytes, session); // warm-up, untimed
+          await grpcCell(server, grpc, key, w, 1, 1);
+          const steps = {
+            floor: async () => (await analyzeImage(w.bytes, session)).timings.total,
+            rest: async () => (await restCell(server, key, w, 1, 1)).p50,
+            grpc: async () => (await grpcCell(server, grpc, key, w, 1, 1)).p50,
+          };
+          const names = ["floor", "rest", "grpc"] as const;
+          for (let round = 0; round < PAIRED_ROUNDS; round++) {
+            const got = { floor: 0, rest: 0, grpc: 0 };
+            for (let i = 0; i < names.length; i++) {
+              const name = names[(i + round) % names.length];
+              got[name] = await steps[name]();
+            }
+            paired.rounds.push(got);
+            log(`e2e/floor ${w.name} round ${round + 1}: floor ${ms(got.floor)} REST ${ms(got.rest)} gRPC ${ms(got.grpc)} ms`);
+          }
+        } finally {
+          grpc.close();
+          await session.release();
         }
       }
 
@@ -510,10 +554,10 @@ async function main(): Promise<void> {
       await engineAnalyzer.close();
     }
     const elapsed = (performance.now() - began) / 1000;
-    const md = report({ host, workloads, floor, engine, cells, scaling, health, overload, idleRss, exitCode, elapsed });
+    const md = report({ host, workloads, floor, paired, engine, cells, scaling, health, overload, idleRss, exitCode, elapsed });
     process.stdout.write(md);
     if (OUT) writeFileSync(OUT, md);
-    if (JSON_OUT) writeFileSync(JSON_OUT, JSON.stringify({ host, floor, engine, cells, scaling, health, overload, idleRss, elapsed }, null, 2));
+    if (JSON_OUT) writeFileSync(JSON_OUT, JSON.stringify({ host, floor, paired, engine, cells, scaling, health, overload, idleRss, elapsed }, null, 2));
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -525,6 +569,7 @@ function report(r: {
   host: Record<string, string>;
   workloads: Workload[];
   floor: FloorResult[];
+  paired: PairedFloor;
   engine: { workload: string; rounds: EngineRound[] };
   cells: Cell[];
   scaling: Scaling[];
@@ -583,6 +628,27 @@ function report(r: {
       "the excess is refused at once with 503 overloaded, so its latency percentiles mix fast refusals with full analyses.",
   );
   out();
+  const pr = r.paired.rounds;
+  if (pr.length) {
+    out(`### (b1) End-to-end over the floor on the ${r.paired.workload}, c=1, in ${pr.length} paired rounds (ms)`);
+    out();
+    out(
+      "Each round runs the floor (analyzeImage() in the bench process, the server idle), one REST request and one gRPC request " +
+        "(the bench process idle but for the client), back to back in a rotating order, so that a machine whose speed drifts " +
+        "within minutes moves both sides of each ratio alike; table (a) and the c=1 cells of (b) are measured minutes apart.",
+    );
+    out();
+    out("| | per round | median |");
+    out("|---|---|---|");
+    const row = (name: string, pick: (q: (typeof pr)[number]) => number) =>
+      out(`| ${name} | ${pr.map((q) => ms(pick(q))).join(", ")} | ${ms(median(pr.map(pick)))} |`);
+    row("floor", (q) => q.floor);
+    row("REST request", (q) => q.rest);
+    row("gRPC request", (q) => q.grpc);
+    out(`| REST / floor | ${pr.map((q) => (q.rest / q.floor).toFixed(2)).join(", ")} | ${x(median(pr.map((q) => q.rest / q.floor)))} |`);
+    out(`| gRPC / floor | ${pr.map((q) => (q.grpc / q.floor).toFixed(2)).join(", ")} | ${x(median(pr.map((q) => q.grpc / q.floor)))} |`);
+    out();
+  }
   out(`### (b2) Scaling on the ${r.scaling[0]?.workload}: c=2 over c=1 in ${SCALING_ROUNDS} paired rounds`);
   out();
   out(
@@ -648,6 +714,13 @@ function report(r: {
     const grpc = cell(f.workload, "gRPC", 1)!;
     const target = f.workload.startsWith("12MP") ? "≤ 1.25x" : "(none)";
     out(`| e2e p50 at c=1 / floor | ${f.workload} | ${x(rest.p50 / f.total)} | ${x(grpc.p50 / f.total)} | ${target} |`);
+  }
+  if (pr.length) {
+    const pm = (pick: (q: (typeof pr)[number]) => number) => median(pr.map(pick));
+    out(
+      `| e2e p50 at c=1 / floor, ${pr.length} paired rounds (b1) | ${r.paired.workload} | ${x(pm((q) => q.rest) / pm((q) => q.floor))} | ` +
+        `${x(pm((q) => q.grpc) / pm((q) => q.floor))} | ≤ 1.25x |`,
+    );
   }
   for (const f of r.floor) {
     const t = (p: string) => cell(f.workload, p, 2)!.rps / cell(f.workload, p, 1)!.rps;
