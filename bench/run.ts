@@ -59,6 +59,7 @@ const OVERLOAD_S = QUICK ? 4 : 8;
 const QUEUE = 14;
 /** Paired rounds of the scaling measurement (c=1 then c=2, or the other way round, back to back). */
 const SCALING_ROUNDS = QUICK ? 2 : 6;
+const SCALING_AMOUNT = { 1: QUICK ? 3 : 6, 2: QUICK ? 4 : 12 } as const;
 /** Paired rounds of e2e over the floor (b1): one floor run, one REST and one gRPC request each. */
 const PAIRED_ROUNDS = QUICK ? 3 : 10;
 
@@ -67,7 +68,6 @@ interface PairedFloor {
   workload: string;
   rounds: { floor: number; rest: number; grpc: number }[];
 }
-const SCALING_AMOUNT = { 1: QUICK ? 3 : 6, 2: QUICK ? 4 : 12 } as const;
 
 /**
  * Scaling is c=2 against c=1 measured in paired rounds on one workload: each round runs one cell
