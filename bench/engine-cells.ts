@@ -1,20 +1,21 @@
 /**
- * The engine alone, in paired rounds: an analyzer (its worker pool in this process) fed one
+ * The engine alone, in paired rounds: an analyzer (its worker pool started by this process) fed one
  * image by 1 and then 2 closed loops, with no HTTP, JSON, base64 or load generator. Used by
  * bench/engine-scaling.ts and by `npm run bench` (table b2), so that the server's c=2 / c=1
  * ratio can be read next to what the engine itself allows on the same machine.
  */
 import { cpuUsage } from "node:process";
 import type { EngineAnalyzer } from "../src/inference/analyzer.js";
+import { cpuSecondsOf, sumOver } from "../test/helpers/proc.js";
 import { machineCores, machineCpu } from "./server-process.js";
 
 /** EngineCell is one closed-loop measurement. */
 export interface EngineCell {
   /** Analyses per second. */
   rps: number;
-  /** This process's CPU use (engine threads included), cores. */
+  /** This process's and its worker processes' CPU use, cores. */
   cores: number;
-  /** This process's CPU time per analysis, ms. */
+  /** This process's and its worker processes' CPU time per analysis, ms. */
   cpuMs: number;
   /** The whole machine's idle and steal time, cores. */
   idle: number;
@@ -30,6 +31,7 @@ export interface EngineRound {
 /** engineCell runs `loops` closed loops of `perLoop` analyses of `bytes` each. */
 export async function engineCell(analyzer: EngineAnalyzer, bytes: Uint8Array, loops: number, perLoop: number): Promise<EngineCell> {
   const cpu0 = cpuUsage();
+  const workers0 = sumOver(analyzer.workerPids(), cpuSecondsOf);
   const m0 = machineCpu();
   const t0 = performance.now();
   await Promise.all(
@@ -41,7 +43,7 @@ export async function engineCell(analyzer: EngineAnalyzer, bytes: Uint8Array, lo
   const cpu = cpuUsage(cpu0);
   const m = machineCores(m0, machineCpu(), wall);
   const n = loops * perLoop;
-  const cpuS = (cpu.user + cpu.system) / 1e6;
+  const cpuS = (cpu.user + cpu.system) / 1e6 + sumOver(analyzer.workerPids(), cpuSecondsOf) - workers0;
   return { rps: n / wall, cores: cpuS / wall, cpuMs: (1000 * cpuS) / n, idle: m.idle, steal: m.steal };
 }
 

@@ -1,12 +1,14 @@
 /**
  * The server under test as a child process (`node --import tsx src/main.ts`, configured through
  * its environment), and its memory read from /proc: VmRSS sampled, VmHWM (peak) reset per
- * measurement through /proc/<pid>/clear_refs.
+ * measurement through /proc/<pid>/clear_refs. The server's analysis workers are its child
+ * processes: memory and CPU are summed over the server and its descendants.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import net from "node:net";
 import { fileURLToPath } from "node:url";
+import { cpuSecondsOf, processTree, statusBytes, sumOver } from "../test/helpers/proc.js";
 import { freePort } from "../test/helpers/redis.js";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
@@ -16,11 +18,14 @@ export interface ServerProcess {
   readonly pid: number;
   readonly port: number;
   readonly url: string;
-  /** memory returns the current and peak resident set size in bytes. */
+  /**
+   * memory returns the resident set size of the server and its workers, in bytes: now, and the
+   * sum of each process's peak (an upper bound: the peaks need not coincide).
+   */
   memory(): { rss: number; hwm: number };
-  /** cpuSeconds returns the user + system CPU time the process has used, in seconds. */
+  /** cpuSeconds returns the user + system CPU time the server and its live workers have used, in seconds. */
   cpuSeconds(): number;
-  /** resetPeak makes VmHWM start again from the current RSS (false where the kernel refuses). */
+  /** resetPeak makes every process's VmHWM start again from its current RSS (false where the kernel refuses). */
   resetPeak(): boolean;
   /** stop sends SIGTERM and waits for the exit code. */
   stop(): Promise<number | null>;
@@ -39,12 +44,6 @@ async function waitForHealth(url: string, child: ChildProcess, timeoutMs: number
     await new Promise((r) => setTimeout(r, 100));
   }
   throw new Error(`the server did not answer health within ${timeoutMs} ms`);
-}
-
-/** statusKb reads one "Vm...: N kB" line of /proc/<pid>/status, in bytes. */
-function statusBytes(pid: number, field: string): number {
-  const m = new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(readFileSync(`/proc/${pid}/status`, "utf8"));
-  return m ? Number(m[1]) * 1024 : Number.NaN;
 }
 
 /**
@@ -73,16 +72,14 @@ export async function startServerProcess(env: Record<string, string>, nodeArgs: 
     pid,
     port,
     url,
-    memory: () => ({ rss: statusBytes(pid, "VmRSS"), hwm: statusBytes(pid, "VmHWM") }),
-    cpuSeconds: () => {
-      // /proc/<pid>/stat: utime and stime are fields 14 and 15, in clock ticks (USER_HZ = 100).
-      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      return (Number(fields[11]) + Number(fields[12])) / 100;
+    memory: () => {
+      const tree = processTree(pid);
+      return { rss: sumOver(tree, (p) => statusBytes(p, "VmRSS")), hwm: sumOver(tree, (p) => statusBytes(p, "VmHWM")) };
     },
+    cpuSeconds: () => sumOver(processTree(pid), cpuSecondsOf),
     resetPeak() {
       try {
-        writeFileSync(`/proc/${pid}/clear_refs`, "5");
+        for (const p of processTree(pid)) writeFileSync(`/proc/${p}/clear_refs`, "5");
         return true;
       } catch {
         return false;

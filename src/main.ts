@@ -26,7 +26,12 @@ async function main(): Promise<void> {
   }
   // Threads alive now (Node's own) keep their priority; the engine's and the codec's get a lower one.
   const priority = startThreadPriority(config.threadNice);
-  const analyzer = await createAnalyzer({ modelPath: config.modelPath, workers: config.workers, maxQueue: config.maxQueue });
+  const analyzer = await createAnalyzer({
+    modelPath: config.modelPath,
+    workers: config.workers,
+    maxQueue: config.maxQueue,
+    nice: config.threadNice,
+  });
   const { store, kind, devKey, devKeyGenerated } = await openStore(config, logger);
   const server = createPalmServer({ analyzer, store, config, logger });
   const port = await server.listen();

@@ -1,6 +1,6 @@
 /**
  * The analysis engine's entry point: {@link createAnalyzer} loads the model into a pool of
- * worker threads and admits analyses under a bound (running + queued), so that overload is
+ * worker processes and admits analyses under a bound (running + queued), so that overload is
  * refused at once instead of growing memory or timing everyone out.
  */
 import { availableParallelism } from "node:os";
@@ -19,13 +19,18 @@ export interface AnalyzerOptions {
    */
   modelPath?: string;
   /**
-   * Worker threads, each with its own model session, each running one analysis at a time.
+   * Worker processes, each with its own model session, each running one analysis at a time.
    * Default `min(os.availableParallelism(), DEFAULT_MAX_WORKERS)`. Memory, measured: about
    * 80 MB per idle worker (V8 isolate, tsx, sharp, onnxruntime session), about 40 MB more once
    * it has run (activation memory that glibc keeps for the next inference), plus about 65 MB
    * per running 12 MP analysis; more workers than cores only adds memory.
    */
   workers?: number;
+  /**
+   * Nice value of the worker processes' threads (Linux), so that the server's event loop gets
+   * the CPU first under load. Default 0 (unchanged).
+   */
+  nice?: number;
   /**
    * Analyses running at once, at most `workers`. Default `workers`. Each running 12 MP
    * analysis holds about 60 MB of decoded pixels and buffers.
@@ -68,6 +73,8 @@ export interface AnalyzerStats {
 export interface EngineAnalyzer extends Analyzer {
   /** stats returns the current admission state. */
   stats(): AnalyzerStats;
+  /** workerPids lists the worker processes (their memory is not this process's). */
+  workerPids(): number[];
 }
 
 /** CLOSE_WAIT_MS bounds how long close() waits for running analyses before stopping workers. */
@@ -117,7 +124,7 @@ export async function createAnalyzer(options: AnalyzerOptions = {}): Promise<Eng
   try {
     pool = await createWorkerPool({
       size: workers,
-      workerData: { modelPath, intraOpNumThreads, sharpConcurrency: 0, pipeline: options.pipeline ?? {} },
+      workerData: { modelPath, intraOpNumThreads, nice: options.nice ?? 0, sharpConcurrency: 0, pipeline: options.pipeline ?? {} },
     });
   } catch (cause) {
     if (cause instanceof Error && cause.name === "ModelLoadError") throw new ModelLoadError(cause.message, { cause });
@@ -164,6 +171,7 @@ export async function createAnalyzer(options: AnalyzerOptions = {}): Promise<Eng
   return {
     model: pool.model,
     stats: () => ({ workers, running, queued: queue.filter((p) => !p.settled).length, maxInFlight, maxQueue }),
+    workerPids: () => pool.pids(),
     analyze(image: Uint8Array, callOptions: AnalyzeOptions = {}): Promise<AnalysisResult> {
       const signal = callOptions.signal;
       if (closed) return Promise.reject(new Error("The analyzer is closed."));
@@ -198,9 +206,8 @@ export async function createAnalyzer(options: AnalyzerOptions = {}): Promise<Eng
       if (closed) return;
       closed = true;
       for (const p of queue.splice(0)) if (settle(p)) p.reject(new Error("The analyzer is closed."));
-      // Analyses abandoned by a timeout or cancel may still run in a worker, and terminating a
-      // worker inside a native inference call aborts the whole process ("terminate called after
-      // throwing an instance of 'Napi::Error'"): let them finish first, within a bound.
+      // Analyses abandoned by a timeout or cancel may still run in a worker: let them finish
+      // first, within a bound, so that a worker is never stopped in the middle of its work.
       const deadline = Date.now() + CLOSE_WAIT_MS;
       while (running > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
       await pool.close();

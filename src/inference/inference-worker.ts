@@ -1,53 +1,86 @@
 /**
- * Worker-thread entry of the analyzer pool: loads its own model session, then runs the whole
- * per-image pipeline ({@link analyzeImage}) for each job it is sent, one at a time.
- * onnxruntime's `session.run` and the pixel loops block this thread, never the main one.
+ * Worker-process entry of the analyzer pool: waits for its start-up data, lowers its own
+ * priority, loads its own model session, then runs the whole per-image pipeline
+ * ({@link analyzeImage}) for each job it is sent, one at a time. onnxruntime's `session.run`
+ * and the pixel loops block this process, never the server's event loop. It exits when the
+ * parent goes (the IPC channel closes), so a killed server leaves no worker behind.
  */
-import { parentPort, workerData } from "node:worker_threads";
+import { readdirSync } from "node:fs";
+import os from "node:os";
 import sharp from "sharp";
 import { isImageError } from "../image/image-error.js";
-import { createModelSession } from "./model-session.js";
+import { createModelSession, type ModelSession } from "./model-session.js";
 import { analyzeImage } from "./pipeline.js";
 import type { WorkerData, WorkerReply, WorkerRequest } from "./worker-protocol.js";
 
-const port = parentPort;
-if (!port) throw new Error("inference-worker.ts must run in a worker thread");
-const data = workerData as WorkerData;
+if (!process.send) throw new Error("inference-worker.ts must run as a child process with an IPC channel");
 
 // Every image is processed once: libvips' operation cache would only hold memory.
 sharp.cache(false);
-if (data.sharpConcurrency > 0) sharp.concurrency(data.sharpConcurrency);
 
 function send(reply: WorkerReply): void {
-  port!.postMessage(reply);
+  process.send!(reply);
 }
 
-try {
-  const session = await createModelSession({
-    modelPath: data.modelPath,
-    intraOpNumThreads: data.intraOpNumThreads,
-  });
-  port.on("message", async (msg: WorkerRequest) => {
-    if (msg.type !== "job") return;
+/**
+ * renice gives every thread alive now the nice value `nice`. Threads started later (libuv's
+ * pool, libvips, onnxruntime) inherit it from the thread that starts them. Best effort: Linux
+ * lists threads in /proc/self/task; elsewhere only the main thread is changed.
+ */
+function renice(nice: number): void {
+  if (nice <= 0) return;
+  let tids: number[];
+  try {
+    tids = readdirSync("/proc/self/task").map(Number).filter(Number.isInteger);
+  } catch {
+    tids = [process.pid];
+  }
+  for (const tid of tids) {
     try {
-      const { result, timings } = await analyzeImage(msg.bytes, session, data.pipeline);
-      send({ type: "result", id: msg.id, result, timings });
-    } catch (e) {
-      const err = e as Error;
-      send({
-        type: "error",
-        id: msg.id,
-        error: {
-          imageCode: isImageError(e) ? e.code : undefined,
-          name: err?.name ?? "Error",
-          message: err?.message ?? String(e),
-          stack: err?.stack,
-        },
-      });
+      if (os.getPriority(tid) < nice) os.setPriority(tid, nice);
+    } catch {
+      // the thread ended meanwhile, or lowering is not allowed here
     }
-  });
-  send({ type: "ready", model: session.metadata.model });
-} catch (e) {
-  const err = e as Error;
-  send({ type: "init-error", name: err?.name ?? "Error", message: err?.message ?? String(e) });
+  }
 }
+
+let session: ModelSession | undefined;
+let data: WorkerData | undefined;
+
+async function start(init: WorkerData): Promise<void> {
+  data = init;
+  renice(init.nice);
+  if (init.sharpConcurrency > 0) sharp.concurrency(init.sharpConcurrency);
+  try {
+    session = await createModelSession({ modelPath: init.modelPath, intraOpNumThreads: init.intraOpNumThreads });
+    send({ type: "ready", model: session.metadata.model });
+  } catch (e) {
+    const err = e as Error;
+    send({ type: "init-error", name: err?.name ?? "Error", message: err?.message ?? String(e) });
+  }
+}
+
+async function job(id: number, bytes: Uint8Array): Promise<void> {
+  try {
+    const { result, timings } = await analyzeImage(bytes, session!, data!.pipeline);
+    send({ type: "result", id, result, timings });
+  } catch (e) {
+    const err = e as Error;
+    send({
+      type: "error",
+      id,
+      error: {
+        imageCode: isImageError(e) ? e.code : undefined,
+        name: err?.name ?? "Error",
+        message: err?.message ?? String(e),
+        stack: err?.stack,
+      },
+    });
+  }
+}
+
+process.on("message", (msg: WorkerRequest) => {
+  if (msg.type === "init") void start(msg.data);
+  else if (msg.type === "job" && session) void job(msg.id, msg.bytes);
+});
+process.on("disconnect", () => process.exit(0));

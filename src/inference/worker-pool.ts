@@ -1,17 +1,22 @@
 /**
- * A fixed pool of inference worker threads, each running one job at a time (started with
- * ../worker-thread.ts, so the TypeScript entry also runs under tsx and vitest).
+ * A fixed pool of inference worker processes, each running one job at a time (started with
+ * ../worker-process.ts, so the TypeScript entry also runs under tsx and vitest). Processes rather
+ * than threads: each worker's libvips, libuv and V8 helper threads are its own, so a worker can be
+ * confined to a core of its own when all cores are busy (./cpu-affinity.ts), and a worker killed
+ * in the middle of a native call takes nothing else with it.
  */
-import type { Worker } from "node:worker_threads";
+import type { ChildProcess } from "node:child_process";
 import { ImageError } from "../image/image-error.js";
-import { siblingModuleUrl, spawnWorker } from "../worker-thread.js";
+import { siblingModuleUrl } from "../worker-thread.js";
+import { spawnWorkerProcess } from "../worker-process.js";
 import type { AnalysisResult } from "./analyzer-types.js";
+import { cpusAllowed, createAffinitySetter, type AffinitySetter } from "./cpu-affinity.js";
 import type { StageTimings } from "./pipeline.js";
-import type { WorkerData, WorkerReply } from "./worker-protocol.js";
+import type { WorkerData, WorkerReply, WorkerRequest } from "./worker-protocol.js";
 
 /** WorkerPoolOptions configure {@link createWorkerPool}. */
 export interface WorkerPoolOptions {
-  /** Number of worker threads, at least 1. */
+  /** Number of worker processes, at least 1. */
   size: number;
   /** Start-up data of every worker. */
   workerData: WorkerData;
@@ -19,8 +24,17 @@ export interface WorkerPoolOptions {
   startTimeoutMs?: number;
   /** First delay before retrying a failed replacement of a dead worker, ms (doubles, at most 30 s). Default 1,000. */
   restartDelayMs?: number;
-  /** Starts a worker (tests keep a handle on it or make it fail); default {@link spawnWorker}. */
-  spawn?: typeof spawnWorker;
+  /** Starts a worker (tests keep a handle on it or make it fail); default {@link spawnWorkerProcess}. */
+  spawn?: (url: URL) => ChildProcess;
+  /**
+   * CPUs to confine busy workers to, one each in turn. Default: the CPUs this process may run on.
+   * Pinning happens only while at least this many workers are busy, and needs 2 or more CPUs.
+   */
+  cpus?: readonly number[];
+  /** How long the workers stay pinned after fewer than `cpus.length` are busy, ms. Default 250. */
+  unpinDelayMs?: number;
+  /** Sets the affinity (tests observe it); default {@link createAffinitySetter}. */
+  affinity?: AffinitySetter;
 }
 
 /** JobOutcome is a finished job. */
@@ -35,6 +49,8 @@ export interface WorkerPool {
   readonly model: string;
   /** Number of workers able to take a job now. */
   idleCount(): number;
+  /** Process ids of the live workers (for memory accounting). */
+  pids(): number[];
   /**
    * run sends the image bytes to an idle worker (the caller must ensure one is idle) and
    * resolves with its result. The bytes are copied; the caller keeps its buffer.
@@ -42,12 +58,12 @@ export interface WorkerPool {
   run(bytes: Uint8Array): Promise<JobOutcome>;
   /** onIdle registers a callback for when a worker becomes idle. */
   onIdle(callback: () => void): void;
-  /** close terminates every worker; running jobs reject. */
+  /** close stops every worker; running jobs reject. */
   close(): Promise<void>;
 }
 
 interface Slot {
-  worker: Worker;
+  worker: ChildProcess;
   busy: boolean;
   alive: boolean;
   job?: { id: number; resolve: (o: JobOutcome) => void; reject: (e: unknown) => void };
@@ -61,9 +77,17 @@ function toError(e: { imageCode?: ImageError["code"]; name: string; message: str
   return err;
 }
 
+function stopProcess(worker: ChildProcess, signal: NodeJS.Signals = "SIGTERM"): Promise<void> {
+  if (worker.exitCode !== null || worker.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    worker.once("exit", () => resolve());
+    worker.kill(signal);
+  });
+}
+
 /**
  * createWorkerPool starts `size` workers and resolves once every one has loaded its model,
- * or rejects with the first start-up error (all workers are then terminated). A worker that
+ * or rejects with the first start-up error (all workers are then stopped). A worker that
  * dies later is replaced (retried until a replacement starts); its job rejects.
  */
 export async function createWorkerPool(options: WorkerPoolOptions): Promise<WorkerPool> {
@@ -74,25 +98,58 @@ export async function createWorkerPool(options: WorkerPoolOptions): Promise<Work
   let nextId = 1;
   let model = "";
 
+  const cpus = options.cpus ?? cpusAllowed();
+  const affinity = options.affinity ?? (cpus.length >= 2 && size >= cpus.length ? createAffinitySetter() : undefined);
+  let pinned = false;
+  let unpinTimer: NodeJS.Timeout | undefined;
+
+  function pin(slot: Slot): void {
+    const i = slots.indexOf(slot);
+    if (i >= 0 && slot.worker.pid) affinity!.set(slot.worker.pid, [cpus[i % cpus.length]]);
+  }
+
+  /** Pins every worker while all CPUs are taken by jobs; frees them again after a quiet spell. */
+  function updateAffinity(): void {
+    if (!affinity?.available || cpus.length < 2 || closed) return;
+    const busy = slots.filter((s) => s.alive && s.job).length;
+    if (busy >= cpus.length) {
+      clearTimeout(unpinTimer);
+      unpinTimer = undefined;
+      if (!pinned) {
+        pinned = true;
+        for (const s of slots) if (s.alive) pin(s);
+      }
+    } else if (pinned && !unpinTimer) {
+      unpinTimer = setTimeout(() => {
+        unpinTimer = undefined;
+        pinned = false;
+        for (const s of slots) if (s.alive && s.worker.pid) affinity.set(s.worker.pid, cpus);
+      }, options.unpinDelayMs ?? 250);
+      unpinTimer.unref();
+    }
+  }
+
   function notifyIdle(): void {
+    updateAffinity();
     for (const cb of idleCallbacks) cb();
   }
 
   function start(): Promise<Slot> {
     return new Promise((resolveStart, rejectStart) => {
-      const worker = (options.spawn ?? spawnWorker)(siblingModuleUrl(import.meta.url, "inference-worker"), options.workerData);
+      const worker = (options.spawn ?? spawnWorkerProcess)(siblingModuleUrl(import.meta.url, "inference-worker"));
       const slot: Slot = { worker, busy: true, alive: false };
       let started = false;
       const timer = setTimeout(() => {
         if (!started) {
           started = true;
-          void worker.terminate();
+          void stopProcess(worker, "SIGKILL");
           rejectStart(new Error(`inference worker did not start within ${options.startTimeoutMs ?? 120_000} ms`));
         }
       }, options.startTimeoutMs ?? 120_000);
       worker.on("message", (msg: WorkerReply) => {
         switch (msg.type) {
           case "ready":
+            if (started) return;
             started = true;
             clearTimeout(timer);
             model = msg.model;
@@ -101,9 +158,10 @@ export async function createWorkerPool(options: WorkerPoolOptions): Promise<Work
             resolveStart(slot);
             return;
           case "init-error": {
+            if (started) return;
             started = true;
             clearTimeout(timer);
-            void worker.terminate();
+            void stopProcess(worker);
             const err = new Error(msg.message);
             err.name = msg.name;
             rejectStart(err);
@@ -141,8 +199,9 @@ export async function createWorkerPool(options: WorkerPoolOptions): Promise<Work
         const replace = (delayMs: number) =>
           start().then(
             (fresh) => {
-              if (closed) return void fresh.worker.terminate();
+              if (closed) return void stopProcess(fresh.worker);
               if (i >= 0) slots[i] = fresh;
+              if (pinned) pin(fresh);
               notifyIdle();
             },
             () => {
@@ -152,7 +211,9 @@ export async function createWorkerPool(options: WorkerPoolOptions): Promise<Work
         void replace(options.restartDelayMs ?? 1000);
       };
       worker.on("error", onDeath);
-      worker.on("exit", (code) => onDeath(new Error(`worker exited with code ${code}`)));
+      worker.on("exit", (code, signal) => onDeath(new Error(`worker exited with ${signal ?? `code ${code}`}`)));
+      const init: WorkerRequest = { type: "init", data: options.workerData };
+      worker.send(init, (err) => err && onDeath(err));
     });
   }
 
@@ -161,7 +222,8 @@ export async function createWorkerPool(options: WorkerPoolOptions): Promise<Work
   const failure = started.find((s): s is PromiseRejectedResult => s.status === "rejected");
   if (failure) {
     closed = true;
-    await Promise.all(slots.map((s) => s.worker.terminate()));
+    affinity?.close();
+    await Promise.all(slots.map((s) => stopProcess(s.worker)));
     throw failure.reason;
   }
 
@@ -170,6 +232,7 @@ export async function createWorkerPool(options: WorkerPoolOptions): Promise<Work
       return model;
     },
     idleCount: () => slots.filter((s) => s.alive && !s.busy).length,
+    pids: () => slots.filter((s) => s.alive && s.worker.pid).map((s) => s.worker.pid!),
     onIdle: (cb) => void idleCallbacks.push(cb),
     run(bytes) {
       const slot = slots.find((s) => s.alive && !s.busy);
@@ -177,21 +240,29 @@ export async function createWorkerPool(options: WorkerPoolOptions): Promise<Work
       if (closed) return Promise.reject(new Error("The analyzer is closed."));
       slot.busy = true;
       const id = nextId++;
-      // A private copy, transferred: the caller's buffer may be a slice of a larger pool.
-      const copy = new Uint8Array(bytes);
       return new Promise<JobOutcome>((resolve, reject) => {
         slot.job = { id, resolve, reject };
-        slot.worker.postMessage({ type: "job", id, bytes: copy }, [copy.buffer]);
+        // Serialised into the channel: the caller keeps its buffer.
+        const job: WorkerRequest = { type: "job", id, bytes };
+        slot.worker.send(job, (err) => {
+          if (err && slot.job?.id === id) {
+            slot.job = undefined;
+            reject(new Error("The inference worker stopped unexpectedly.", { cause: err }));
+          }
+        });
+        updateAffinity();
       });
     },
     async close() {
       closed = true;
+      clearTimeout(unpinTimer);
+      affinity?.close();
       await Promise.all(
         slots.map(async (s) => {
           const job = s.job;
           s.job = undefined;
           s.alive = false;
-          await s.worker.terminate();
+          await stopProcess(s.worker);
           job?.reject(new Error("The analyzer is closed."));
         }),
       );

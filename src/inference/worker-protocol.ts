@@ -1,21 +1,23 @@
 /**
- * Messages between the analyzer (main thread) and its inference workers.
+ * Messages between the analyzer (server process) and its inference worker processes.
  */
 import type { ImageErrorCode } from "../image/image-error.js";
 import type { AnalysisResult } from "./analyzer-types.js";
 import type { PipelineOptions, StageTimings } from "./pipeline.js";
 
-/** WorkerData is the start-up configuration of one inference worker. */
+/** WorkerData is the start-up configuration of one inference worker (its first message). */
 export interface WorkerData {
   modelPath: string;
   intraOpNumThreads: number;
+  /** Nice value the worker gives all its threads (Linux; 0 leaves them as they are). */
+  nice: number;
   /** libvips threads (process-wide); 0 leaves sharp's default. */
   sharpConcurrency: number;
   pipeline: PipelineOptions;
 }
 
-/** WorkerRequest is a job for a worker: the compressed image bytes (transferred). */
-export type WorkerRequest = { type: "job"; id: number; bytes: Uint8Array };
+/** WorkerRequest is the worker's start-up data, then a job: the compressed image bytes. */
+export type WorkerRequest = { type: "init"; data: WorkerData } | { type: "job"; id: number; bytes: Uint8Array };
 
 /** WorkerError is a job failure, serialisable across threads. */
 export interface WorkerError {

@@ -1,11 +1,13 @@
 /**
  * `npm start`'s entry point as a process: prints the generated development key once, serves,
- * and on SIGTERM finishes the request in flight, refuses new connections and exits 0.
+ * and on SIGTERM finishes the request in flight, refuses new connections and exits 0; its
+ * analysis worker processes end with it, even when it is killed outright.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import net from "node:net";
 import { afterAll, describe, expect, it } from "vitest";
 import { makeImage } from "../helpers/images.js";
+import { processTree } from "../helpers/proc.js";
 import { postAnalyze } from "../helpers/rest.js";
 
 const root = new URL("../../", import.meta.url).pathname;
@@ -13,6 +15,18 @@ let child: ChildProcess | undefined;
 afterAll(() => {
   if (child && child.exitCode === null) child.kill("SIGKILL");
 });
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+/** workerPids lists the server's descendants (its analysis workers and their helper). */
+const workerPids = () => processTree(child!.pid!).slice(1);
 
 function startMain(): Promise<{ port: number; devKey: string; output: () => string }> {
   let out = "";
@@ -41,6 +55,8 @@ function startMain(): Promise<{ port: number; devKey: string; output: () => stri
 describe("main", () => {
   it("finishes the request in flight on SIGTERM, refuses new connections and exits 0", async () => {
     const { port, devKey, output } = await startMain();
+    const workers = workerPids();
+    expect(workers.length).toBeGreaterThanOrEqual(1);
     // The generated key is printed exactly once and never logged.
     expect(output().split(devKey).length - 1).toBe(1);
     const url = `http://127.0.0.1:${port}`;
@@ -69,5 +85,18 @@ describe("main", () => {
     expect(refused).toBe(true);
     expect(await exited).toBe(0);
     expect(output().split(devKey).length - 1).toBe(1);
+    expect(workers.filter(alive), "worker processes left behind").toEqual([]);
+  });
+
+  it("leaves no worker process behind when it is killed outright", async () => {
+    await startMain();
+    const workers = workerPids();
+    expect(workers.length).toBeGreaterThanOrEqual(1);
+    const exited = new Promise((resolve) => child!.once("exit", resolve));
+    child!.kill("SIGKILL");
+    await exited;
+    const until = Date.now() + 15_000;
+    while (workers.some(alive) && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+    expect(workers.filter(alive), "worker processes left behind").toEqual([]);
   });
 });
