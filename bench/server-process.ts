@@ -48,12 +48,12 @@ async function waitForHealth(url: string, child: ChildProcess, timeoutMs: number
 
 /**
  * startServerProcess starts src/main.ts with `env` added to this process's environment and
- * `nodeArgs` (e.g. --cpu-prof) before the script.
+ * `nodeArgs` (e.g. --cpu-prof) before the script; `root` is the checkout to run (default this one).
  */
-export async function startServerProcess(env: Record<string, string>, nodeArgs: readonly string[] = []): Promise<ServerProcess> {
+export async function startServerProcess(env: Record<string, string>, nodeArgs: readonly string[] = [], root = ROOT): Promise<ServerProcess> {
   const port = await freePort();
   const child = spawn(process.execPath, [...nodeArgs, "--import", "tsx", "src/main.ts"], {
-    cwd: ROOT,
+    cwd: root,
     env: { ...process.env, REDIS_URL: "", PORT: String(port), HOST: "127.0.0.1", ...env },
     stdio: ["ignore", "ignore", "pipe"],
   });

@@ -1,7 +1,7 @@
 /**
  * Model session: loads the palm-lines ONNX model once, validates its metadata and shape,
  * warms it up, and runs it. `run` blocks the calling thread inside onnxruntime, so the
- * analyzer only calls it from worker threads.
+ * analyzer only calls it from its worker processes.
  */
 import { readFile } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
@@ -21,7 +21,7 @@ export class ModelLoadError extends Error {
 export interface ModelSessionOptions {
   /** Path of the ONNX file. Default {@link DEFAULT_MODEL_PATH}. */
   modelPath?: string;
-  /** onnxruntime intra-op threads for this session. Default 1 (one session per worker thread). */
+  /** onnxruntime intra-op threads for this session. Default 1 (one session per worker process). */
   intraOpNumThreads?: number;
   /** Run one inference on a zero tensor after loading so that the first request is not slow. Default true. */
   warmUp?: boolean;

@@ -1,7 +1,7 @@
 /**
  * The per-image pipeline, from image bytes to {@link AnalysisResult}: decode, whole-image pass
  * (palm), palm crop pass (lines), post-processing, mask and overlay encoding. It runs inside a
- * worker thread of the analyzer's pool, and in-process for benchmarks of the floor.
+ * worker process of the analyzer's pool, and in-process for benchmarks of the floor.
  */
 import { decodeImage } from "../image/decode.js";
 import { LINE_COLOURS, encodeMaskPng, encodeOverlayJpeg, type OverlayOptions } from "../image/encode.js";
