@@ -44,6 +44,16 @@ export function cpuSecondsOf(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
+/** isAlive tells whether process `pid` still exists (a zombie counts until it is reaped). */
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** sumOver adds `read(pid)` over `pids`, skipping processes that are gone. */
 export function sumOver(pids: readonly number[], read: (pid: number) => number): number {
   let sum = 0;

@@ -7,7 +7,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import net from "node:net";
 import { afterAll, describe, expect, it } from "vitest";
 import { makeImage } from "../helpers/images.js";
-import { processTree } from "../helpers/proc.js";
+import { isAlive as alive, processTree } from "../helpers/proc.js";
 import { postAnalyze } from "../helpers/rest.js";
 
 const root = new URL("../../", import.meta.url).pathname;
@@ -15,15 +15,6 @@ let child: ChildProcess | undefined;
 afterAll(() => {
   if (child && child.exitCode === null) child.kill("SIGKILL");
 });
-
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 /** workerPids lists the server's descendants (its analysis workers and their helper). */
 const workerPids = () => processTree(child!.pid!).slice(1);

@@ -5,6 +5,7 @@ import { DEFAULT_MODEL_PATH } from "../../../src/inference/model-session.js";
 import { createWorkerPool, type WorkerPool } from "../../../src/inference/worker-pool.js";
 import { spawnWorkerProcess } from "../../../src/worker-process.js";
 import { makeImage } from "../../helpers/images.js";
+import { isAlive as alive } from "../../helpers/proc.js";
 import { fixtureImage } from "./fixtures.js";
 
 const WORKER_DATA = { modelPath: DEFAULT_MODEL_PATH, intraOpNumThreads: 1, nice: 0, sharpConcurrency: 0, pipeline: {} };
@@ -17,15 +18,6 @@ const waitFor = async (check: () => boolean, timeoutMs = 30_000) => {
   while (!check()) {
     if (Date.now() > until) throw new Error("condition not reached in time");
     await new Promise((r) => setTimeout(r, 20));
-  }
-};
-
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
   }
 };
 
