@@ -20,10 +20,11 @@ export interface AnalyzerOptions {
   modelPath?: string;
   /**
    * Worker processes, each with its own model session, each running one analysis at a time.
-   * Default `min(os.availableParallelism(), DEFAULT_MAX_WORKERS)`. Memory, measured: about
-   * 80 MB per idle worker (V8 isolate, tsx, sharp, onnxruntime session), about 40 MB more once
-   * it has run (activation memory that glibc keeps for the next inference), plus about 65 MB
-   * per running 12 MP analysis; more workers than cores only adds memory.
+   * Default `min(os.availableParallelism(), DEFAULT_MAX_WORKERS)`. Memory, measured on 2 cores:
+   * about 155-165 MB RSS per worker process once warmed up (its own Node, tsx, sharp and
+   * onnxruntime session, the shared libraries counted in each process's RSS), about 40 MB more
+   * once it has run 12 MP photos (activation memory that glibc keeps for the next inference),
+   * plus about 65 MB per running 12 MP analysis; more workers than cores only adds memory.
    */
   workers?: number;
   /**
@@ -54,9 +55,10 @@ export interface AnalyzerOptions {
 }
 
 /**
- * DEFAULT_MAX_WORKERS caps the default worker count: 6 workers keep 16 concurrent 12 MP
- * requests (6 running, 10 queued as compressed bytes) near 1 GB of RSS; on bigger machines
- * each worker's session gets more intra-op threads instead.
+ * DEFAULT_MAX_WORKERS caps the default worker count, so that 16 concurrent 12 MP requests
+ * (6 running, 10 queued as compressed bytes) stay within about 1.5 GB of RSS summed over the
+ * processes (from the per-worker figures above; measured only with 2 workers, 1.1 GB); on bigger
+ * machines each worker's session gets more intra-op threads instead.
  */
 export const DEFAULT_MAX_WORKERS = 6;
 
