@@ -56,11 +56,13 @@ export interface AnalyzerOptions {
 
 /**
  * DEFAULT_MAX_WORKERS caps the default worker count, so that 16 concurrent 12 MP requests
- * (6 running, 10 queued as compressed bytes) stay within about 1.5 GB of RSS summed over the
- * processes (from the per-worker figures above; measured only with 2 workers, 1.1 GB); on bigger
- * machines each worker's session gets more intra-op threads instead.
+ * (4 running, 12 queued as compressed bytes) stay within 1.5 GB of RSS summed over the
+ * processes. Estimated from the per-worker figures above: about 145 MB for the server process,
+ * 200 MB per worker process and 65 MB per running analysis give 1.25 GB with 4 workers and
+ * 1.8 GB with 6 (the cap while workers were threads). Measured only with 2 workers: 1.1 GB. On
+ * bigger machines each worker's session gets more intra-op threads instead.
  */
-export const DEFAULT_MAX_WORKERS = 6;
+export const DEFAULT_MAX_WORKERS = 4;
 
 /** AnalyzerStats is a snapshot of the admission state. */
 export interface AnalyzerStats {
