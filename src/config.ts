@@ -35,7 +35,7 @@ export interface Config {
   readonly shutdownGraceMs: number;
   /** Path of the ONNX model; undefined lets the engine use its default (models/palm-lines/palm-lines.onnx). */
   readonly modelPath: string | undefined;
-  /** Analysis worker processes; undefined → the engine's default (one per core). */
+  /** Analysis worker processes; undefined → the engine's default (one per core, at most 4). */
   readonly workers: number | undefined;
   /** Analyses allowed to wait for a worker before 503 overloaded; undefined → engine default (2 x workers). */
   readonly maxQueue: number | undefined;
@@ -69,7 +69,7 @@ export const CONFIG_VARIABLES: readonly ConfigVariable[] = Object.freeze([
   { name: "PALM_IDLE_TIMEOUT_MS", default: "60000", description: "idle connection timeout" },
   { name: "PALM_SHUTDOWN_GRACE_MS", default: "10000", description: "bound on finishing in-flight requests at shutdown" },
   { name: "PALM_MODEL_PATH", default: "models/palm-lines/palm-lines.onnx", description: "ONNX model file" },
-  { name: "PALM_WORKERS", default: "one per CPU core", description: "analysis worker processes" },
+  { name: "PALM_WORKERS", default: "one per CPU core, at most 4", description: "analysis worker processes" },
   { name: "PALM_MAX_QUEUE", default: "2 x workers", description: "analyses waiting before 503 overloaded" },
   { name: "PALM_REST_CODEC_THREADS", default: "a quarter of the cores, 1 to 4", description: "threads decoding large REST bodies and encoding responses (0: on the event loop)" },
   { name: "PALM_THREAD_NICE", default: "10", description: "nice value of analysis and codec threads, so the event loop comes first under load (Linux; 0: off)" },
