@@ -248,6 +248,8 @@ export async function createWorkerPool(options: WorkerPoolOptions): Promise<Work
           if (err && slot.job?.id === id) {
             slot.job = undefined;
             reject(new Error("The inference worker stopped unexpectedly.", { cause: err }));
+            // A worker that cannot be written to is of no further use: its exit brings a replacement.
+            slot.worker.kill("SIGKILL");
           }
         });
         updateAffinity();
