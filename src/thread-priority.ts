@@ -17,12 +17,35 @@ export interface ThreadPriority {
   stop(): void;
 }
 
+/** threadIds lists this process's threads; only the main thread where /proc/self/task is missing. */
 function threadIds(): number[] {
   try {
     return readdirSync("/proc/self/task").map(Number).filter(Number.isInteger);
   } catch {
-    return [];
+    return [process.pid];
   }
+}
+
+/**
+ * lowerThreadPriorities gives every thread of this process alive now, but those in `spared`, the
+ * nice value `nice` where it has a lower one; returns how many it changed. Threads started later
+ * inherit the value of the thread that starts them.
+ */
+export function lowerThreadPriorities(nice: number, spared: ReadonlySet<number> = new Set()): number {
+  if (nice <= 0) return 0;
+  let changed = 0;
+  for (const tid of threadIds()) {
+    if (spared.has(tid)) continue;
+    try {
+      if (os.getPriority(tid) < nice) {
+        os.setPriority(tid, nice);
+        changed++;
+      }
+    } catch {
+      // the thread ended meanwhile, or lowering is not allowed here
+    }
+  }
+  return changed;
 }
 
 /**
@@ -32,22 +55,7 @@ function threadIds(): number[] {
 export function startThreadPriority(nice: number, intervalMs = 500): ThreadPriority {
   const spared = new Set(threadIds());
   spared.add(process.pid);
-  const sweep = () => {
-    if (nice <= 0) return 0;
-    let changed = 0;
-    for (const tid of threadIds()) {
-      if (spared.has(tid)) continue;
-      try {
-        if (os.getPriority(tid) < nice) {
-          os.setPriority(tid, nice);
-          changed++;
-        }
-      } catch {
-        // the thread ended meanwhile
-      }
-    }
-    return changed;
-  };
+  const sweep = () => lowerThreadPriorities(nice, spared);
   const timer = nice > 0 ? setInterval(sweep, intervalMs) : undefined;
   timer?.unref();
   return { sweep, stop: () => clearInterval(timer) };

@@ -6,20 +6,12 @@
  * `advanced` serialisation, so typed arrays cross as bytes, not as JSON.
  */
 import { fork, type ChildProcess } from "node:child_process";
-import { createRequire } from "node:module";
-import { fileURLToPath, pathToFileURL } from "node:url";
-
-function tsxLoaderUrl(): string {
-  try {
-    return import.meta.resolve("tsx");
-  } catch {
-    return pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
-  }
-}
+import { fileURLToPath } from "node:url";
+import { packageUrl } from "./worker-thread.js";
 
 /** spawnWorkerProcess starts `node [--import tsx] <entry>` with an IPC channel; its stdout and stderr are the parent's. */
 export function spawnWorkerProcess(url: URL): ChildProcess {
-  const execArgv = url.pathname.endsWith(".ts") ? ["--import", tsxLoaderUrl()] : [];
+  const execArgv = url.pathname.endsWith(".ts") ? ["--import", packageUrl("tsx")] : [];
   return fork(fileURLToPath(url), [], {
     execArgv,
     serialization: "advanced",

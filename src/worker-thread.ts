@@ -13,15 +13,19 @@ export function siblingModuleUrl(selfUrl: string, name: string): URL {
   return new URL(`./${name}${ext}`, selfUrl);
 }
 
+/** packageUrl resolves a package specifier (e.g. "tsx/esm/api") to a file URL, under vitest too. */
+export function packageUrl(specifier: string): string {
+  try {
+    return import.meta.resolve(specifier);
+  } catch {
+    return pathToFileURL(createRequire(import.meta.url).resolve(specifier)).href;
+  }
+}
+
 /** spawnWorker starts a worker thread on `url`, registering tsx inside it when the entry is TypeScript. */
 export function spawnWorker(url: URL, workerData: unknown): Worker {
   if (url.pathname.endsWith(".js")) return new Worker(url, { workerData });
-  let api: string;
-  try {
-    api = import.meta.resolve("tsx/esm/api");
-  } catch {
-    api = pathToFileURL(createRequire(import.meta.url).resolve("tsx/esm/api")).href;
-  }
+  const api = packageUrl("tsx/esm/api");
   const boot = `import { register } from ${JSON.stringify(api)}; register(); await import(${JSON.stringify(url.href)});`;
   return new Worker(new URL(`data:text/javascript,${encodeURIComponent(boot)}`), { workerData });
 }

@@ -5,10 +5,9 @@
  * and the pixel loops block this process, never the server's event loop. It exits when the
  * parent goes (the IPC channel closes), so a killed server leaves no worker behind.
  */
-import { readdirSync } from "node:fs";
-import os from "node:os";
 import sharp from "sharp";
 import { isImageError } from "../image/image-error.js";
+import { lowerThreadPriorities } from "../thread-priority.js";
 import { createModelSession, type ModelSession } from "./model-session.js";
 import { analyzeImage } from "./pipeline.js";
 import type { WorkerData, WorkerReply, WorkerRequest } from "./worker-protocol.js";
@@ -22,34 +21,13 @@ function send(reply: WorkerReply): void {
   process.send!(reply);
 }
 
-/**
- * renice gives every thread alive now the nice value `nice`. Threads started later (libuv's
- * pool, libvips, onnxruntime) inherit it from the thread that starts them. Best effort: Linux
- * lists threads in /proc/self/task; elsewhere only the main thread is changed.
- */
-function renice(nice: number): void {
-  if (nice <= 0) return;
-  let tids: number[];
-  try {
-    tids = readdirSync("/proc/self/task").map(Number).filter(Number.isInteger);
-  } catch {
-    tids = [process.pid];
-  }
-  for (const tid of tids) {
-    try {
-      if (os.getPriority(tid) < nice) os.setPriority(tid, nice);
-    } catch {
-      // the thread ended meanwhile, or lowering is not allowed here
-    }
-  }
-}
-
 let session: ModelSession | undefined;
 let data: WorkerData | undefined;
 
 async function start(init: WorkerData): Promise<void> {
   data = init;
-  renice(init.nice);
+  // Every thread alive now; those started later (libuv's pool, libvips, onnxruntime) inherit it.
+  lowerThreadPriorities(init.nice);
   if (init.sharpConcurrency > 0) sharp.concurrency(init.sharpConcurrency);
   try {
     session = await createModelSession({ modelPath: init.modelPath, intraOpNumThreads: init.intraOpNumThreads });
