@@ -5,7 +5,6 @@
  * and the pixel loops block this process, never the server's event loop. It exits when the
  * parent goes (the IPC channel closes), so a killed server leaves no worker behind.
  */
-import { readFileSync, rmSync } from "node:fs";
 import sharp from "sharp";
 import { isImageError } from "../image/image-error.js";
 import { lowerThreadPriorities } from "../thread-priority.js";
@@ -58,28 +57,8 @@ async function job(id: number, bytes: Uint8Array): Promise<void> {
   }
 }
 
-/** The image of a job: read from its spool file, which is deleted at once, or sent inline. */
-function imageOf(msg: Extract<WorkerRequest, { type: "job" }>): Uint8Array {
-  if (!("file" in msg)) return msg.bytes;
-  try {
-    return readFileSync(msg.file);
-  } finally {
-    rmSync(msg.file, { force: true });
-  }
-}
-
 process.on("message", (msg: WorkerRequest) => {
   if (msg.type === "init") void start(msg.data);
-  else if (msg.type === "job" && session) {
-    let bytes: Uint8Array;
-    try {
-      bytes = imageOf(msg);
-    } catch (e) {
-      const err = e as Error;
-      send({ type: "error", id: msg.id, error: { name: err?.name ?? "Error", message: err?.message ?? String(e) } });
-      return;
-    }
-    void job(msg.id, bytes);
-  }
+  else if (msg.type === "job" && session) void job(msg.id, msg.bytes);
 });
 process.on("disconnect", () => process.exit(0));

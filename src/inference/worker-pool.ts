@@ -11,7 +11,6 @@ import { siblingModuleUrl } from "../worker-thread.js";
 import { spawnWorkerProcess } from "../worker-process.js";
 import type { AnalysisResult } from "./analyzer-types.js";
 import { cpusAllowed, createAffinitySetter, type AffinitySetter } from "./cpu-affinity.js";
-import { createJobSpool, type JobSpool } from "./job-spool.js";
 import type { StageTimings } from "./pipeline.js";
 import type { WorkerData, WorkerReply, WorkerRequest } from "./worker-protocol.js";
 
@@ -36,11 +35,6 @@ export interface WorkerPoolOptions {
   unpinDelayMs?: number;
   /** Sets the affinity (tests observe it); default {@link createAffinitySetter}. */
   affinity?: AffinitySetter;
-  /**
-   * Where images wait for their worker (./job-spool.ts): default a spool in /dev/shm where there
-   * is one; null sends them through the IPC channel. The pool closes it.
-   */
-  spool?: JobSpool | null;
 }
 
 /** JobOutcome is a finished job. */
@@ -57,12 +51,9 @@ export interface WorkerPool {
   idleCount(): number;
   /** Process ids of the live workers (for memory accounting). */
   pids(): number[];
-  /** The spool directory that job images pass through, if any. */
-  readonly spoolDir: string | undefined;
   /**
    * run sends the image bytes to an idle worker (the caller must ensure one is idle) and
-   * resolves with its result. The bytes are copied, never transferred: the caller keeps its
-   * buffer (and must not change it while the job runs).
+   * resolves with its result. The bytes are copied; the caller keeps its buffer.
    */
   run(bytes: Uint8Array): Promise<JobOutcome>;
   /** onIdle registers a callback for when a worker becomes idle. */
@@ -107,7 +98,6 @@ export async function createWorkerPool(options: WorkerPoolOptions): Promise<Work
   let nextId = 1;
   let model = "";
 
-  const spool = options.spool === undefined ? createJobSpool() : (options.spool ?? undefined);
   const cpus = options.cpus ?? cpusAllowed();
   const affinity = options.affinity ?? (cpus.length >= 2 && size >= cpus.length ? createAffinitySetter() : undefined);
   let pinned = false;
@@ -233,7 +223,6 @@ export async function createWorkerPool(options: WorkerPoolOptions): Promise<Work
   if (failure) {
     closed = true;
     affinity?.close();
-    spool?.close();
     await Promise.all(slots.map((s) => stopProcess(s.worker)));
     throw failure.reason;
   }
@@ -244,7 +233,6 @@ export async function createWorkerPool(options: WorkerPoolOptions): Promise<Work
     },
     idleCount: () => slots.filter((s) => s.alive && !s.busy).length,
     pids: () => slots.filter((s) => s.alive && s.worker.pid).map((s) => s.worker.pid!),
-    spoolDir: spool?.dir,
     onIdle: (cb) => void idleCallbacks.push(cb),
     run(bytes) {
       const slot = slots.find((s) => s.alive && !s.busy);
@@ -252,33 +240,20 @@ export async function createWorkerPool(options: WorkerPoolOptions): Promise<Work
       if (closed) return Promise.reject(new Error("The analyzer is closed."));
       slot.busy = true;
       const id = nextId++;
-      let file: string | undefined;
-      const outcome = new Promise<JobOutcome>((resolve, reject) => {
+      return new Promise<JobOutcome>((resolve, reject) => {
         slot.job = { id, resolve, reject };
-        updateAffinity();
-        const send = (job: WorkerRequest) => {
-          // The worker may have died (and its job been rejected) while the file was written.
-          if (slot.job?.id !== id || !slot.alive) return;
-          slot.worker.send(job, (err) => {
-            if (err && slot.job?.id === id) {
-              slot.job = undefined;
-              reject(new Error("The inference worker stopped unexpectedly.", { cause: err }));
-              // A worker that cannot be written to is of no further use: its exit brings a replacement.
-              slot.worker.kill("SIGKILL");
-            }
-          });
-        };
-        // Through the spool when there is one, else (or when the write fails) serialised into
-        // the channel. Either way the bytes are copied: the caller keeps its buffer.
-        if (!spool) return send({ type: "job", id, bytes });
-        void spool.write(id, bytes).then((written) => {
-          if (written && (slot.job?.id !== id || !slot.alive)) return spool.remove(written); // the job ended meanwhile
-          file = written;
-          send(written ? { type: "job", id, file: written } : { type: "job", id, bytes });
+        // Serialised into the channel: the caller keeps its buffer.
+        const job: WorkerRequest = { type: "job", id, bytes };
+        slot.worker.send(job, (err) => {
+          if (err && slot.job?.id === id) {
+            slot.job = undefined;
+            reject(new Error("The inference worker stopped unexpectedly.", { cause: err }));
+            // A worker that cannot be written to is of no further use: its exit brings a replacement.
+            slot.worker.kill("SIGKILL");
+          }
         });
+        updateAffinity();
       });
-      // The worker deletes the file once read; this catches a worker that died before that.
-      return outcome.finally(() => file !== undefined && spool!.remove(file));
     },
     async close() {
       closed = true;
@@ -293,7 +268,6 @@ export async function createWorkerPool(options: WorkerPoolOptions): Promise<Work
           job?.reject(new Error("The analyzer is closed."));
         }),
       );
-      spool?.close();
     },
   };
 }

@@ -16,14 +16,8 @@ export interface WorkerData {
   pipeline: PipelineOptions;
 }
 
-/**
- * WorkerRequest is the worker's start-up data, then jobs: the compressed image, either as the
- * path of a spool file (./job-spool.ts; the worker reads and deletes it) or as bytes.
- */
-export type WorkerRequest =
-  | { type: "init"; data: WorkerData }
-  | { type: "job"; id: number; file: string }
-  | { type: "job"; id: number; bytes: Uint8Array };
+/** WorkerRequest is the worker's start-up data, then a job: the compressed image bytes. */
+export type WorkerRequest = { type: "init"; data: WorkerData } | { type: "job"; id: number; bytes: Uint8Array };
 
 /** WorkerError is a job failure, serialisable across threads. */
 export interface WorkerError {

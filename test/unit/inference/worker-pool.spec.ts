@@ -1,10 +1,6 @@
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { spawn, type ChildProcess } from "node:child_process";
+import { afterEach, describe, expect, it } from "vitest";
 import { cpusAllowed, createAffinitySetter, parseCpuList } from "../../../src/inference/cpu-affinity.js";
-import { createJobSpool, type JobSpool } from "../../../src/inference/job-spool.js";
 import { DEFAULT_MODEL_PATH } from "../../../src/inference/model-session.js";
 import { createWorkerPool, type WorkerPool } from "../../../src/inference/worker-pool.js";
 import { spawnWorkerProcess } from "../../../src/worker-process.js";
@@ -73,87 +69,6 @@ describe("inference worker pool", () => {
     await pool.close();
     pool = undefined;
     expect(pids.filter(alive)).toEqual([]);
-  });
-});
-
-describe("the job spool", () => {
-  let pool: WorkerPool | undefined;
-  let base: string;
-  beforeEach(() => {
-    base = mkdtempSync(join(tmpdir(), "spool-test-"));
-  });
-  afterEach(async () => {
-    await pool?.close();
-    pool = undefined;
-    rmSync(base, { recursive: true, force: true });
-  });
-
-  /** A real spool that records the files it wrote. */
-  function recordingSpool(): { spool: JobSpool; written: (string | undefined)[] } {
-    const real = createJobSpool(base)!;
-    const written: (string | undefined)[] = [];
-    return {
-      written,
-      spool: { ...real, write: async (id, bytes) => (written.push(await real.write(id, bytes)), written.at(-1)) },
-    };
-  }
-
-  it("hands images over as files in a private directory, and leaves it empty whatever the job's outcome", async () => {
-    const { spool, written } = recordingSpool();
-    expect(statSync(spool.dir).mode & 0o777).toBe(0o700);
-    const spawned: ChildProcess[] = [];
-    pool = await createWorkerPool({
-      size: 1,
-      workerData: WORKER_DATA,
-      cpus: [],
-      spool,
-      spawn: (url) => (spawned.push(spawnWorkerProcess(url)), spawned.at(-1)!),
-    });
-    expect(pool.spoolDir).toBe(spool.dir);
-
-    const bytes = fixtureImage("crop-0");
-    const { result } = await pool.run(bytes);
-    expect(result.model).toMatch(/^palm-lines-/);
-    await expect(pool.run(Buffer.from("not an image"))).rejects.toThrow();
-    expect(written).toHaveLength(2);
-    expect(written.every((f) => f?.startsWith(spool.dir))).toBe(true);
-    expect(readdirSync(spool.dir)).toEqual([]);
-
-    // a worker killed before it could read its file: the pool deletes the file
-    const job = pool.run(bytes);
-    spawned[0].kill("SIGKILL");
-    await expect(job).rejects.toThrow(/stopped unexpectedly/);
-    await waitFor(() => readdirSync(spool.dir).length === 0);
-
-    await waitFor(() => pool!.idleCount() === 1);
-    await pool.close();
-    pool = undefined;
-    expect(() => statSync(spool.dir)).toThrow(/ENOENT/);
-  });
-
-  it("sends the bytes through the channel when the spool cannot be written, or when there is none", async () => {
-    const { spool, written } = recordingSpool();
-    pool = await createWorkerPool({ size: 1, workerData: WORKER_DATA, cpus: [], spool });
-    rmSync(spool.dir, { recursive: true }); // every write now fails
-    const { result } = await pool.run(fixtureImage("crop-0"));
-    expect(result.model).toMatch(/^palm-lines-/);
-    expect(written).toEqual([undefined]);
-    await pool.close();
-
-    pool = await createWorkerPool({ size: 1, workerData: WORKER_DATA, cpus: [], spool: null });
-    expect(pool.spoolDir).toBeUndefined();
-    expect((await pool.run(fixtureImage("crop-0"))).result.model).toMatch(/^palm-lines-/);
-  });
-
-  it("removes the spools of servers that are gone, and only those", () => {
-    const dead = spawnSync(process.execPath, ["-e", "0"]).pid!; // exited: its pid is free
-    mkdirSync(join(base, `palm-jobs-${dead}-abc`));
-    mkdirSync(join(base, `palm-jobs-${process.ppid}-def`)); // a live process
-    mkdirSync(join(base, "unrelated"));
-    const spool = createJobSpool(base)!;
-    expect(readdirSync(base).sort()).toEqual([`palm-jobs-${process.ppid}-def`, spool.dir.split("/").at(-1), "unrelated"].sort());
-    spool.close();
-    expect(createJobSpool(join(base, "missing"))).toBeUndefined();
   });
 });
 
