@@ -43,6 +43,8 @@ export interface Config {
   readonly restCodecThreads: number | undefined;
   /** Nice value of the threads started after start-up (workers, libvips, onnxruntime); 0 leaves them as they are. Default 10. */
   readonly threadNice: number;
+  /** Scheduling policy of the analysis worker processes: "idle" (SCHED_IDLE, Linux) or "normal" (only the nice value). Default "idle". */
+  readonly workerSched: "idle" | "normal";
   /** pino log level. Default "info". */
   readonly logLevel: string;
 }
@@ -73,6 +75,7 @@ export const CONFIG_VARIABLES: readonly ConfigVariable[] = Object.freeze([
   { name: "PALM_MAX_QUEUE", default: "2 x workers", description: "analyses waiting before 503 overloaded" },
   { name: "PALM_REST_CODEC_THREADS", default: "a quarter of the cores, 1 to 4", description: "threads decoding large REST bodies and encoding responses (0: on the event loop)" },
   { name: "PALM_THREAD_NICE", default: "10", description: "nice value of analysis and codec threads, so the event loop comes first under load (Linux; 0: off)" },
+  { name: "PALM_WORKER_SCHED", default: "idle", description: "idle: analysis workers run under SCHED_IDLE, so the event loop preempts them at once (Linux, util-linux chrt); normal: nice value only" },
   { name: "LOG_LEVEL", default: "info", description: "pino level: fatal, error, warn, info, debug, trace, silent" },
 ]);
 
@@ -111,6 +114,15 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     }
     return Number(raw);
   };
+  const oneOf = <T extends string>(name: string, values: readonly T[], def: T): T => {
+    const raw = get(name);
+    if (raw === undefined) return def;
+    if (!values.includes(raw as T)) {
+      problems.push(`${name}: expected one of ${values.join(", ")}, got ${JSON.stringify(raw)}`);
+      return def;
+    }
+    return raw as T;
+  };
 
   const port = int("PORT", 8080, 0, 65535);
   const redisUrl = get("REDIS_URL");
@@ -144,6 +156,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     maxQueue: get("PALM_MAX_QUEUE") === undefined ? undefined : int("PALM_MAX_QUEUE", 0, 0, 100_000),
     restCodecThreads: get("PALM_REST_CODEC_THREADS") === undefined ? undefined : int("PALM_REST_CODEC_THREADS", 1, 0, 64),
     threadNice: int("PALM_THREAD_NICE", 10, 0, 19),
+    workerSched: oneOf("PALM_WORKER_SCHED", ["idle", "normal"] as const, "idle"),
     logLevel,
   };
   if (problems.length > 0) throw new ConfigError(problems);

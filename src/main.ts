@@ -31,6 +31,7 @@ async function main(): Promise<void> {
     workers: config.workers,
     maxQueue: config.maxQueue,
     nice: config.threadNice,
+    schedIdle: config.workerSched === "idle",
   });
   const { store, kind, devKey, devKeyGenerated } = await openStore(config, logger);
   const server = createPalmServer({ analyzer, store, config, logger });

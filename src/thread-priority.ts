@@ -7,6 +7,7 @@
  * so that under saturation the event loop gets the CPU first, while idle cores are still used
  * to the full by the workers. Best effort: a no-op where /proc/self/task is missing (not Linux).
  */
+import { spawnSync } from "node:child_process";
 import { readdirSync } from "node:fs";
 import os from "node:os";
 
@@ -46,6 +47,19 @@ export function lowerThreadPriorities(nice: number, spared: ReadonlySet<number> 
     }
   }
   return changed;
+}
+
+/**
+ * useIdleScheduling puts every thread of this process under the SCHED_IDLE policy (Linux, with
+ * util-linux's `chrt`; Node has no call for it). Such threads run only when no thread of the
+ * normal policy wants the core: one that wakes up takes it at once, where a nice value only
+ * shrinks a thread's share and leaves the woken thread to wait for the running one's slice.
+ * Threads started later inherit the policy. Returns whether it took (false where `chrt` is
+ * missing or refused; the process then keeps its nice value).
+ */
+export function useIdleScheduling(): boolean {
+  const r = spawnSync("chrt", ["--idle", "--all-tasks", "--pid", "0", String(process.pid)], { stdio: "ignore", timeout: 5000 });
+  return r.status === 0;
 }
 
 /**

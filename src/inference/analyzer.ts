@@ -33,6 +33,12 @@ export interface AnalyzerOptions {
    */
   nice?: number;
   /**
+   * Run the worker processes under SCHED_IDLE (Linux; `chrt` from util-linux): any thread of the
+   * normal policy that wakes up, the server's event loop first, preempts them at once, where a
+   * nice value only weighs its share. Default false.
+   */
+  schedIdle?: boolean;
+  /**
    * Analyses running at once, at most `workers`. Default `workers`. Each running 12 MP
    * analysis holds about 60 MB of decoded pixels and buffers.
    */
@@ -128,7 +134,7 @@ export async function createAnalyzer(options: AnalyzerOptions = {}): Promise<Eng
   try {
     pool = await createWorkerPool({
       size: workers,
-      workerData: { modelPath, intraOpNumThreads, nice: options.nice ?? 0, sharpConcurrency: 0, pipeline: options.pipeline ?? {} },
+      workerData: { modelPath, intraOpNumThreads, nice: options.nice ?? 0, schedIdle: options.schedIdle ?? false, sharpConcurrency: 0, pipeline: options.pipeline ?? {} },
     });
   } catch (cause) {
     if (cause instanceof Error && cause.name === "ModelLoadError") throw new ModelLoadError(cause.message, { cause });

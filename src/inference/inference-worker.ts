@@ -7,7 +7,7 @@
  */
 import sharp from "sharp";
 import { isImageError } from "../image/image-error.js";
-import { lowerThreadPriorities } from "../thread-priority.js";
+import { lowerThreadPriorities, useIdleScheduling } from "../thread-priority.js";
 import { createModelSession, type ModelSession } from "./model-session.js";
 import { analyzeImage } from "./pipeline.js";
 import type { WorkerData, WorkerReply, WorkerRequest } from "./worker-protocol.js";
@@ -28,6 +28,7 @@ async function start(init: WorkerData): Promise<void> {
   data = init;
   // Every thread alive now; those started later (libuv's pool, libvips, onnxruntime) inherit it.
   lowerThreadPriorities(init.nice);
+  if (init.schedIdle) useIdleScheduling();
   if (init.sharpConcurrency > 0) sharp.concurrency(init.sharpConcurrency);
   try {
     session = await createModelSession({ modelPath: init.modelPath, intraOpNumThreads: init.intraOpNumThreads });

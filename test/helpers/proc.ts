@@ -44,6 +44,23 @@ export function cpuSecondsOf(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
+/**
+ * schedPolicies maps each thread of process `pid` to its scheduling policy, from
+ * /proc/<pid>/task/<tid>/stat field 41: 0 SCHED_OTHER, 3 SCHED_BATCH, 5 SCHED_IDLE.
+ */
+export function schedPolicies(pid: number): Map<number, number> {
+  const out = new Map<number, number>();
+  for (const tid of readdirSync(`/proc/${pid}/task`).map(Number)) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
+      out.set(tid, Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[38]));
+    } catch {
+      // the thread ended meanwhile
+    }
+  }
+  return out;
+}
+
 /** isAlive tells whether process `pid` still exists (a zombie counts until it is reaped). */
 export function isAlive(pid: number): boolean {
   try {

@@ -9,6 +9,7 @@ describe("loadConfig()", () => {
     expect(c.planLimits).toEqual({ free: 100, starter: 1000, pro: 10000 });
     expect(c.planLimits).toBe(DEFAULT_PLAN_LIMITS);
     expect(c.analyzeTimeoutMs).toBe(30_000);
+    expect(c.workerSched).toBe("idle");
     expect(Object.isFrozen(c)).toBe(true);
     expect(Object.isFrozen(c.planLimits)).toBe(true);
   });
@@ -22,6 +23,7 @@ describe("loadConfig()", () => {
       PALM_DEV_KEY: "palm_live_0123456789abcdef0123456789abcdef",
       PALM_ANALYZE_TIMEOUT_MS: "5000",
       PALM_WORKERS: "3",
+      PALM_WORKER_SCHED: "normal",
       LOG_LEVEL: "debug",
     });
     expect(c).toMatchObject({
@@ -32,6 +34,7 @@ describe("loadConfig()", () => {
       devKey: "palm_live_0123456789abcdef0123456789abcdef",
       analyzeTimeoutMs: 5000,
       workers: 3,
+      workerSched: "normal",
       logLevel: "debug",
     });
   });
@@ -46,19 +49,21 @@ describe("loadConfig()", () => {
         PALM_DEV_KEY: "palm_live_XYZ",
         PALM_ANALYZE_TIMEOUT_MS: "1.5",
         LOG_LEVEL: "loud",
+        PALM_WORKER_SCHED: "realtime",
       });
     } catch (e) {
       err = e;
     }
     expect(err).toBeInstanceOf(ConfigError);
     const problems = (err as ConfigError).problems;
-    expect(problems).toHaveLength(6);
+    expect(problems).toHaveLength(7);
     expect(problems[0]).toBe('PORT: expected an integer from 0 to 65535, got "http"');
     expect(problems.join("\n")).toMatch(/REDIS_URL: expected redis:\/\//);
     expect(problems.join("\n")).toMatch(/PALM_PLAN_LIMITS: limit of plan "free" must be a non-negative integer/);
     expect(problems.join("\n")).toMatch(/PALM_DEV_KEY: expected palm_live_ followed by 32 lowercase hex/);
     expect(problems.join("\n")).toMatch(/PALM_ANALYZE_TIMEOUT_MS: expected an integer/);
     expect(problems.join("\n")).toMatch(/LOG_LEVEL: expected one of/);
+    expect(problems).toContain('PALM_WORKER_SCHED: expected one of idle, normal, got "realtime"');
   });
 
   it("rejects PALM_PLAN_LIMITS that is not a JSON object", () => {

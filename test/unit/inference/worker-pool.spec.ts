@@ -1,14 +1,17 @@
-import { spawn, type ChildProcess } from "node:child_process";
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { afterEach, describe, expect, it } from "vitest";
 import { cpusAllowed, createAffinitySetter, parseCpuList } from "../../../src/inference/cpu-affinity.js";
 import { DEFAULT_MODEL_PATH } from "../../../src/inference/model-session.js";
 import { createWorkerPool, type WorkerPool } from "../../../src/inference/worker-pool.js";
 import { spawnWorkerProcess } from "../../../src/worker-process.js";
 import { makeImage } from "../../helpers/images.js";
-import { isAlive as alive } from "../../helpers/proc.js";
+import { isAlive as alive, schedPolicies } from "../../helpers/proc.js";
 import { fixtureImage } from "./fixtures.js";
 
-const WORKER_DATA = { modelPath: DEFAULT_MODEL_PATH, intraOpNumThreads: 1, nice: 0, sharpConcurrency: 0, pipeline: {} };
+const WORKER_DATA = { modelPath: DEFAULT_MODEL_PATH, intraOpNumThreads: 1, nice: 0, schedIdle: false, sharpConcurrency: 0, pipeline: {} };
+const SCHED_OTHER = 0;
+const SCHED_IDLE = 5;
+const hasChrt = spawnSync("chrt", ["--version"]).status === 0;
 
 /** A worker that dies during start-up, as one that cannot load its model would. */
 const failingWorker = (): ChildProcess => spawn(process.execPath, ["-e", "process.exit(3)"], { stdio: ["ignore", "ignore", "ignore", "ipc"] });
@@ -69,6 +72,29 @@ describe("inference worker pool", () => {
     await pool.close();
     pool = undefined;
     expect(pids.filter(alive)).toEqual([]);
+  });
+});
+
+describe("scheduling policy of the workers", () => {
+  let pool: WorkerPool | undefined;
+  afterEach(async () => {
+    await pool?.close();
+    pool = undefined;
+  });
+
+  it.skipIf(!hasChrt)("puts every thread of a worker under SCHED_IDLE when asked, those it starts for a job included", async () => {
+    pool = await createWorkerPool({ size: 1, workerData: { ...WORKER_DATA, schedIdle: true }, cpus: [] });
+    const [pid] = pool.pids();
+    const before = schedPolicies(pid);
+    await pool.run(fixtureImage("crop-0")); // starts libvips' threads
+    const after = schedPolicies(pid);
+    expect([...after.keys()].filter((tid) => !before.has(tid)).length, "threads started by the job").toBeGreaterThan(0);
+    expect(new Set(after.values())).toEqual(new Set([SCHED_IDLE]));
+    await pool.close();
+
+    pool = await createWorkerPool({ size: 1, workerData: WORKER_DATA, cpus: [] });
+    await pool.run(fixtureImage("crop-0"));
+    expect(new Set(schedPolicies(pool.pids()[0]).values())).toEqual(new Set([SCHED_OTHER]));
   });
 });
 
