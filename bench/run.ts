@@ -3,7 +3,7 @@
  *
  * (a) the floor: the engine's own per-image code in-process, stage by stage (bench/floor.ts);
  * (b) the full request over REST (autocannon) and over gRPC (a @grpc/grpc-js loop) at
- *     concurrency 1, 2, 4 and 16, against `node --import tsx src/main.ts` as a child process:
+ *     concurrency 1, 2, 4 and 16, against the server started as `npm start` does, as a child process:
  *     req/s, p50, p99, 200/503 counts and the server's peak RSS (/proc/<pid>/status);
  * (c) GET /v1/palm/health latency from a 50 Hz probe (in a thread of its own), idle and while 12 MP analyses saturate the CPUs;
  * plus c=16 against the default admission bound, to show the 503 overloaded refusals.
@@ -27,7 +27,7 @@ import { analyzeImage } from "../src/inference/pipeline.js";
 import { callUnary, createGrpcJsClient } from "../test/helpers/grpc.js";
 import { engineScaling, pooledRatio, type EngineRound } from "./engine-cells.js";
 import { measureFloor, type FloorResult } from "./floor.js";
-import { machineCores, machineCpu, startServerProcess, trackPeakRss, type ServerProcess } from "./server-process.js";
+import { machineCores, machineCpu, startCommand, startServerProcess, trackPeakRss, type ServerProcess } from "./server-process.js";
 import { median, quantile } from "./stats.js";
 import { makeWorkloads, type Workload } from "./workloads.js";
 
@@ -589,7 +589,7 @@ function report(r: {
   out();
   out(`Load average at the end: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}; other CPU users at the end: ${otherCpuUsers()}.`);
   out();
-  out(`Command: \`npm run bench${argv.length ? ` -- ${argv.join(" ")}` : ""}\` — total ${r.elapsed.toFixed(0)} s. Server: \`node --import tsx src/main.ts\`, ` +
+  out(`Command: \`npm run bench${argv.length ? ` -- ${argv.join(" ")}` : ""}\` — total ${r.elapsed.toFixed(0)} s. Server: \`node ${startCommand().join(" ")}\`, ` +
     `in-memory store, PALM_WORKERS unset (${r.host.nproc} workers), PALM_MAX_QUEUE=${QUEUE}, LOG_LEVEL=info (stdout discarded); ` +
     `idle RSS after start ${mb(r.idleRss)} MB; exit code after SIGTERM ${r.exitCode}.`);
   out();

@@ -1,5 +1,5 @@
 /**
- * The server under test as a child process (`node --import tsx src/main.ts`, configured through
+ * The server under test as a child process (`npm start`'s command, configured through
  * its environment), and its memory read from /proc: VmRSS sampled, VmHWM (peak) reset per
  * measurement through /proc/<pid>/clear_refs. The server's analysis workers are its child
  * processes: memory and CPU are summed over the server and its descendants.
@@ -47,12 +47,25 @@ async function waitForHealth(url: string, child: ChildProcess, timeoutMs: number
 }
 
 /**
- * startServerProcess starts src/main.ts with `env` added to this process's environment and
- * `nodeArgs` (e.g. --cpu-prof) before the script; `root` is the checkout to run (default this one).
+ * startCommand reads the Node arguments and script of `npm start` from `root`'s package.json
+ * (`node --initial-old-space-size=96 --import tsx src/main.ts` → those four after `node`), so
+ * that the bench runs the server exactly as `npm start` does, each checkout with its own flags.
+ */
+export function startCommand(root = ROOT): string[] {
+  const start: string = JSON.parse(readFileSync(`${root}/package.json`, "utf8")).scripts.start;
+  const [node, ...args] = start.trim().split(/\s+/);
+  if (node !== "node" || args.some((a) => /["'$&|;<>]/.test(a))) throw new Error(`npm start is not a plain node command: ${start}`);
+  return args;
+}
+
+/**
+ * startServerProcess starts the server as `npm start` does (startCommand) with `env` added to
+ * this process's environment and `nodeArgs` (e.g. --cpu-prof) before the others; `root` is the
+ * checkout to run (default this one).
  */
 export async function startServerProcess(env: Record<string, string>, nodeArgs: readonly string[] = [], root = ROOT): Promise<ServerProcess> {
   const port = await freePort();
-  const child = spawn(process.execPath, [...nodeArgs, "--import", "tsx", "src/main.ts"], {
+  const child = spawn(process.execPath, [...nodeArgs, ...startCommand(root)], {
     cwd: root,
     env: { ...process.env, REDIS_URL: "", PORT: String(port), HOST: "127.0.0.1", ...env },
     stdio: ["ignore", "ignore", "pipe"],
