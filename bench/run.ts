@@ -486,12 +486,13 @@ async function main(): Promise<void> {
       exitCode = await server.stop();
     }
 
-    // The same REST saturation against servers without one of the two measures that keep the event
-    // loop free, side by side: JSON and base64 on the event loop (as before the codec workers), and
-    // the engine's threads at the event loop's priority.
+    // The same REST saturation against servers without one of the measures that keep the event
+    // loop free, side by side: JSON and base64 on the event loop (as before the codec workers), the
+    // workers only niced rather than SCHED_IDLE, and the engine's threads at the event loop's priority.
     const variants: { env: Record<string, string>; what: string }[] = [
       { env: { PALM_REST_CODEC_THREADS: "0" }, what: "JSON/base64 on the event loop (PALM_REST_CODEC_THREADS=0)" },
-      { env: { PALM_THREAD_NICE: "0" }, what: "engine threads not deprioritised (PALM_THREAD_NICE=0)" },
+      { env: { PALM_WORKER_SCHED: "normal" }, what: "workers at nice 10 but not SCHED_IDLE (PALM_WORKER_SCHED=normal)" },
+      { env: { PALM_THREAD_NICE: "0", PALM_WORKER_SCHED: "normal" }, what: "engine threads not deprioritised (PALM_THREAD_NICE=0, PALM_WORKER_SCHED=normal)" },
     ];
     for (const v of variants) {
       const other = await startServerProcess({ ...env, ...v.env });
