@@ -16,8 +16,6 @@
 import { execSync } from "node:child_process";
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
-import { Worker } from "node:worker_threads";
-import autocannon from "autocannon";
 import { PalmService } from "../gen/palm/v1/palm_pb.js";
 import { ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.js";
 import { generateApiKey } from "../src/auth/api-key.js";
@@ -25,6 +23,7 @@ import { createAnalyzer } from "../src/inference/analyzer.js";
 import { createModelSession } from "../src/inference/model-session.js";
 import { analyzeImage } from "../src/inference/pipeline.js";
 import { callUnary, createGrpcJsClient } from "../test/helpers/grpc.js";
+import { analyzeLoad, probeHealth, saturatedHealth, warmUp } from "./health-probe.js";
 import { engineScaling, pooledRatio, type EngineRound } from "./engine-cells.js";
 import { measureFloor, type FloorResult } from "./floor.js";
 import { machineCores, machineCpu, startCommand, startServerProcess, trackPeakRss, type ServerProcess } from "./server-process.js";
@@ -155,26 +154,6 @@ function otherCpuUsers(): string {
 
 // ---------------------------------------------------------------------------------------------
 
-/**
- * analyzeLoad starts autocannon POSTing workload `w` to `/v1/palm/analyze` with `key`, for
- * `amount` requests or `duration` seconds over `connections` connections (120 s request timeout).
- */
-function analyzeLoad(
-  server: ServerProcess,
-  key: string,
-  w: Workload,
-  run: { connections: number; amount?: number; duration?: number },
-) {
-  return autocannon({
-    url: `${server.url}/v1/palm/analyze`,
-    method: "POST",
-    headers: { "content-type": "application/json", "x-api-key": key },
-    body: JSON.stringify({ image: w.bytes.toString("base64") }),
-    timeout: 120,
-    ...run,
-  });
-}
-
 async function restCell(server: ServerProcess, key: string, w: Workload, c: number, amount: number): Promise<Cell> {
   const t0 = performance.now();
   const cpu0 = server.cpuSeconds();
@@ -263,51 +242,6 @@ async function grpcCell(server: ServerProcess, client: GrpcClient, key: string, 
     cpu: cpuCores,
     machine: machineCores(machine0, machineCpu(), wall),
   };
-}
-
-/**
- * The health probe, in a worker thread of its own: this process also runs the load generators
- * (autocannon, grpc-js decoding multi-MB answers), and a probe on their event loop would time
- * their stalls, not the server's.
- */
-const PROBE_SOURCE = `
-const { parentPort, workerData } = require("node:worker_threads");
-const http = require("node:http");
-const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-const latencies = [];
-let done = false;
-parentPort.once("message", () => (done = true));
-(async () => {
-  while (!done) {
-    const t = performance.now();
-    await new Promise((resolve, reject) => {
-      http.get(workerData.url + "/v1/palm/health", { agent }, (res) => {
-        res.resume();
-        res.on("end", () => (res.statusCode === 200 ? resolve() : reject(new Error("health " + res.statusCode))));
-      }).on("error", reject);
-    });
-    latencies.push(performance.now() - t);
-    const wait = workerData.intervalMs - (performance.now() - t);
-    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-  }
-  agent.destroy();
-  parentPort.postMessage(latencies);
-})().catch((e) => parentPort.postMessage({ error: String(e) }));
-`;
-
-/** probeHealth GETs /v1/palm/health every `intervalMs` (one at a time, keep-alive) until `stop` resolves. */
-async function probeHealth(url: string, stop: Promise<unknown>, intervalMs = 20): Promise<number[]> {
-  const worker = new Worker(PROBE_SOURCE, { eval: true, workerData: { url, intervalMs } });
-  const result = new Promise<number[] | { error: string }>((resolve, reject) => {
-    worker.once("message", resolve);
-    worker.once("error", reject);
-  });
-  await stop;
-  worker.postMessage("stop");
-  const out = await result;
-  await worker.terminate();
-  if (!Array.isArray(out)) throw new Error(`health probe failed: ${out.error}`);
-  return out;
 }
 
 const sleep = (s: number) => new Promise((r) => setTimeout(r, s * 1000));
@@ -449,62 +383,40 @@ async function main(): Promise<void> {
       await sleep(1);
       const idle = await probeHealth(server.url, sleep(IDLE_PROBE_S));
       const big = workloads[0];
-      log("health probe: under 12 MP REST load ...");
-      const restLoad = trackPeakRss(server, () =>
-        analyzeLoad(server, key, big, { connections: 4, duration: SATURATION_S }),
-      );
-      await sleep(1.5); // let the load reach steady state before probing
-      const restProbe = await probeHealth(server.url, restLoad);
-      const { value: rl, peakRss: restPeak } = await restLoad;
-      log("health probe: under 12 MP gRPC load ...");
-      const grpc = createGrpcJsClient(server.port);
-      let grpcDone = 0;
-      const grpcStarted = performance.now();
-      const grpcLoad = trackPeakRss(server, async () => {
-        const until = performance.now() + SATURATION_S * 1000;
-        await Promise.all(
-          Array.from({ length: 4 }, async () => {
-            while (performance.now() < until) {
-              const r = await callUnary(grpc, PalmService.method.analyze, { image: big.bytes }, { "x-api-key": key });
-              if (!r.error) grpcDone++;
-            }
-          }),
-        );
-      });
-      await sleep(1.5);
-      const grpcProbe = await probeHealth(server.url, grpcLoad);
-      const { peakRss: grpcPeak } = await grpcLoad;
-      grpc.close();
+      log(`health probe: under ${big.name} REST load ...`);
+      const rest = await saturatedHealth(server, key, big, "REST", SATURATION_S);
+      log(`health probe: under ${big.name} gRPC load ...`);
+      const grpc = await saturatedHealth(server, key, big, "gRPC", SATURATION_S);
       health = {
         idle,
         loads: [
-          { name: `${big.name} REST analyses at c=4`, probes: restProbe, rps: rl["2xx"] / rl.duration, peakRss: restPeak },
-          { name: `${big.name} gRPC analyses at c=4`, probes: grpcProbe, rps: grpcDone / ((performance.now() - grpcStarted) / 1000), peakRss: grpcPeak },
+          { name: `${big.name} REST analyses at c=4`, ...rest },
+          { name: `${big.name} gRPC analyses at c=4`, ...grpc },
         ],
       };
     } finally {
       exitCode = await server.stop();
     }
 
-    // The same REST saturation against servers without one of the measures that keep the event
-    // loop free, side by side: JSON and base64 on the event loop (as before the codec workers), the
-    // workers only niced rather than SCHED_IDLE, and the engine's threads at the event loop's priority.
-    const variants: { env: Record<string, string>; what: string }[] = [
-      { env: { PALM_REST_CODEC_THREADS: "0" }, what: "JSON/base64 on the event loop (PALM_REST_CODEC_THREADS=0)" },
-      { env: { PALM_WORKER_SCHED: "normal" }, what: "workers at nice 10 but not SCHED_IDLE (PALM_WORKER_SCHED=normal)" },
-      { env: { PALM_THREAD_NICE: "0", PALM_WORKER_SCHED: "normal" }, what: "engine threads not deprioritised (PALM_THREAD_NICE=0, PALM_WORKER_SCHED=normal)" },
+    // The same saturation against servers without one of the measures that keep the event loop
+    // free, side by side: JSON and base64 on the event loop (as before the codec workers), the
+    // workers only niced rather than SCHED_IDLE (under both protocols: SCHED_IDLE was made for
+    // the gRPC case, where the event loop itself decodes and encodes the messages), and the
+    // engine's threads at the event loop's priority.
+    const variants: { env: Record<string, string>; what: string; protocol: "REST" | "gRPC" }[] = [
+      { env: { PALM_REST_CODEC_THREADS: "0" }, protocol: "REST", what: "JSON/base64 on the event loop (PALM_REST_CODEC_THREADS=0)" },
+      { env: { PALM_WORKER_SCHED: "normal" }, protocol: "REST", what: "workers at nice 10 but not SCHED_IDLE (PALM_WORKER_SCHED=normal)" },
+      { env: { PALM_WORKER_SCHED: "normal" }, protocol: "gRPC", what: "workers at nice 10 but not SCHED_IDLE (PALM_WORKER_SCHED=normal)" },
+      { env: { PALM_THREAD_NICE: "0", PALM_WORKER_SCHED: "normal" }, protocol: "REST", what: "engine threads not deprioritised (PALM_THREAD_NICE=0, PALM_WORKER_SCHED=normal)" },
     ];
     for (const v of variants) {
       const other = await startServerProcess({ ...env, ...v.env });
       try {
         const big = workloads[0];
-        log(`health probe: under ${big.name} REST load, ${v.what} ...`);
-        await restCell(other, key, big, 2, 2); // warm-up, untimed
-        const load = trackPeakRss(other, () => analyzeLoad(other, key, big, { connections: 4, duration: SATURATION_S }));
-        await sleep(1.5);
-        const probes = await probeHealth(other.url, load);
-        const { value, peakRss } = await load;
-        health.loads.push({ name: `${big.name} REST analyses at c=4, ${v.what}`, probes, rps: value["2xx"] / value.duration, peakRss });
+        log(`health probe: under ${big.name} ${v.protocol} load, ${v.what} ...`);
+        await warmUp(other, key, big);
+        const loaded = await saturatedHealth(other, key, big, v.protocol, SATURATION_S);
+        health.loads.push({ name: `${big.name} ${v.protocol} analyses at c=4, ${v.what}`, ...loaded });
       } finally {
         await other.stop();
       }
