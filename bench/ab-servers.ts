@@ -12,12 +12,8 @@ import { callUnary, createGrpcJsClient } from "../test/helpers/grpc.js";
 import { startServerProcess, type ServerProcess } from "./server-process.js";
 import { median } from "./stats.js";
 import { makeWorkloads } from "./workloads.js";
+import { argValue as arg } from "./args.js";
 
-const argv = process.argv.slice(2);
-const arg = (name: string) => {
-  const i = argv.indexOf(name);
-  return i >= 0 ? argv[i + 1] : undefined;
-};
 const dirA = arg("--a");
 if (!dirA) throw new Error("usage: bench/ab-servers.ts --a DIR [--b DIR] [--rounds N]");
 const dirB = arg("--b");

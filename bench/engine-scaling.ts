@@ -9,18 +9,14 @@ import { createAnalyzer } from "../src/inference/analyzer.js";
 import { engineScaling, pooledRatio } from "./engine-cells.js";
 import { median } from "./stats.js";
 import { makeWorkloads } from "./workloads.js";
+import { argv, argValue } from "./args.js";
 
-const argv = process.argv.slice(2);
-const arg = (name: string, fallback: number) => {
-  const i = argv.indexOf(name);
-  return i >= 0 ? Number(argv[i + 1]) : fallback;
-};
-const ROUNDS = arg("--rounds", 6);
+const ROUNDS = Number(argValue("--rounds") ?? 6);
 const PER_LOOP = 6;
 
 const { workloads } = await makeWorkloads();
 const w = workloads.find((x) => x.name === "12MP JPEG")!;
-const analyzer = await createAnalyzer({ workers: arg("--workers", 2) });
+const analyzer = await createAnalyzer({ workers: Number(argValue("--workers") ?? 2) });
 
 const hold = argv.indexOf("--hold");
 if (hold >= 0) {

@@ -13,15 +13,10 @@ import { warmUp, saturatedHealth } from "./health-probe.js";
 import { startServerProcess, type ServerProcess } from "./server-process.js";
 import { median, quantile } from "./stats.js";
 import { makeWorkloads } from "./workloads.js";
+import { argValue as arg, envArg } from "./args.js";
 
-const argv = process.argv.slice(2);
-const arg = (name: string) => {
-  const i = argv.indexOf(name);
-  return i >= 0 ? argv[i + 1] : undefined;
-};
-const parseEnv = (s: string | undefined) => Object.fromEntries((s ?? "").split(",").filter(Boolean).map((kv) => kv.split("=", 2) as [string, string]));
-const envA = parseEnv(arg("--a"));
-const envB = parseEnv(arg("--b"));
+const envA = envArg("--a");
+const envB = envArg("--b");
 const ROUNDS = Number(arg("--rounds") ?? 4);
 const SECONDS = Number(arg("--seconds") ?? 15);
 const PROTOCOL = (arg("--protocol") ?? "gRPC") as "gRPC" | "REST";

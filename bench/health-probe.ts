@@ -74,7 +74,6 @@ export async function probeHealth(url: string, stop: Promise<unknown>, intervalM
   return out;
 }
 
-
 /**
  * saturatedHealth keeps 4 analyses of `w` in flight over `protocol` (2 running, 2 queued on a
  * 2-core machine) for `seconds` and probes the health endpoint meanwhile, from 1.5 s

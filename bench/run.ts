@@ -23,6 +23,7 @@ import { createAnalyzer } from "../src/inference/analyzer.js";
 import { createModelSession } from "../src/inference/model-session.js";
 import { analyzeImage } from "../src/inference/pipeline.js";
 import { callUnary, createGrpcJsClient } from "../test/helpers/grpc.js";
+import { argv, argValue, envArg, hasFlag } from "./args.js";
 import { analyzeLoad, probeHealth, saturatedHealth, warmUp } from "./health-probe.js";
 import { engineScaling, pooledRatio, type EngineRound } from "./engine-cells.js";
 import { measureFloor, type FloorResult } from "./floor.js";
@@ -30,18 +31,13 @@ import { machineCores, machineCpu, startCommand, startServerProcess, trackPeakRs
 import { median, quantile } from "./stats.js";
 import { makeWorkloads, type Workload } from "./workloads.js";
 
-const argv = process.argv.slice(2);
-const QUICK = argv.includes("--quick");
-const argValue = (name: string) => {
-  const i = argv.indexOf(name);
-  return i >= 0 ? argv[i + 1] : undefined;
-};
+const QUICK = hasFlag("--quick");
 const OUT = argValue("--out");
 const JSON_OUT = argValue("--json");
 /** --only NAME: run the workloads whose name starts with NAME (experiments). */
 const ONLY = argValue("--only");
 /** --env K=V[,K=V]: extra environment for the server (experiments, e.g. MALLOC_ARENA_MAX=2). */
-const EXTRA_ENV = Object.fromEntries((argValue("--env") ?? "").split(",").filter(Boolean).map((kv) => kv.split("=", 2) as [string, string]));
+const EXTRA_ENV = envArg("--env");
 
 const CONCURRENCY = [1, 2, 4, 16] as const;
 /** Requests per cell: enough for a stable p50 in bounded time (the whole run stays under ~6 min). */
@@ -378,7 +374,7 @@ async function main(): Promise<void> {
       }
 
       // (c) health: idle, then while 12 MP analyses keep both cores busy (c=4: 2 running, 2 queued),
-      // once over REST (JSON + base64 on the main thread) and once over gRPC (binary).
+      // once over REST (JSON + base64 in the codec threads) and once over gRPC (binary, on the event loop).
       log("health probe: idle ...");
       await sleep(1);
       const idle = await probeHealth(server.url, sleep(IDLE_PROBE_S));
