@@ -45,7 +45,7 @@ def main():
     ap.add_argument("--n", type=int, default=8000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--kind", type=int, default=None, help="force 0 scene, 1 crop, 2 negative")
+    ap.add_argument("--kind", type=int, default=None, help="force 0 scene, 1 crop, 2 negative, 3 canonical palm, 4 canonical back of hand")
     ap.add_argument("--shard", type=int, default=SHARD)
     ap.add_argument("--mix", default=",".join(str(v) for v in synth.DEFAULT_MIX),
                     help="shares of scenes,crops,negatives when --kind is not given (default %(default)s)")

@@ -32,6 +32,9 @@ SHIFT = 4
 FIX = float(1 << SHIFT)
 
 KIND_SCENE, KIND_CROP, KIND_NEG = 0, 1, 2
+# palm-lines 2.0: the palm in the canonical frame of the hand landmarks (canonical_view), a palm
+# (KIND_CANON) or, as a negative, the back of a hand in the same frame (KIND_CANON_NEG).
+KIND_CANON, KIND_CANON_NEG = 3, 4
 CHANNELS = ("palm", "heart", "head", "life")
 
 # palm-side skin tones (RGB, 0-1), light to dark; dorsal tones are derived by darkening
@@ -623,6 +626,59 @@ def crop_view(rng, box, jitter=True, margin=None):
     return S(s) @ T(-(cx - side / 2), -(cy - side / 2))
 
 
+# Canonical palm frame, the engine's src/landmarks/palm-frame.ts (keep the two in step):
+# from MediaPipe landmarks w = 0 (wrist), m = 9 (middle MCP), i = 5 (index MCP), p = 17 (little
+# MCP): +y runs from m toward w, +x across it, mirrored where needed so the index is on +x (every
+# hand seen as a right palm); centre (w + m) / 2; side FRAME_SIDE x max(|m - w|, FRAME_WIDTH x |i - p|).
+FRAME_SIDE = 1.7
+FRAME_WIDTH = 1.3
+# Where MediaPipe's landmarks sit on the generator's hand (canonical units, palm width ~1):
+# the wrist at the middle of the wrist crease, each MCP joint MCP_DROP below its finger's base.
+MCP_DROP = 0.10
+
+
+def pseudo_landmarks(h):
+    """The landmarks the frame uses, on the generator's canonical hand: {index: (x, y)}."""
+    f = h["fingers"]                       # little, ring, middle, index
+    mcp = lambda k: f[k]["base"] + np.array([0.0, MCP_DROP])
+    return {0: np.array([0.0, h["L"] - 0.02]), 5: mcp(3), 9: mcp(2), 13: mcp(1), 17: mcp(0)}
+
+
+def palm_frame(lm):
+    """(centre, ex, ey, side) of the canonical frame from landmarks {0, 5, 9, 17} in pixels."""
+    w, m, i, p = (np.asarray(lm[k], np.float64) for k in (0, 9, 5, 17))
+    up = m - w
+    d = max(float(np.linalg.norm(up)), 1e-6)
+    ey = -up / d
+    ex = np.array([ey[1], -ey[0]])
+    if float(np.dot(i - p, ex)) < 0:
+        ex = -ex
+    side = FRAME_SIDE * max(d, FRAME_WIDTH * float(np.linalg.norm(i - p)))
+    return (w + m) / 2, ex, ey, side
+
+
+def frame_view(centre, ex, ey, side):
+    """photo pixels -> output pixels of the canonical frame (output pixel u has its centre at u + 0.5)."""
+    k = OUT / side
+    return np.array([[ex[0] * k, ex[1] * k, OUT / 2 - k * float(np.dot(centre, ex))],
+                     [ey[0] * k, ey[1] * k, OUT / 2 - k * float(np.dot(centre, ey))],
+                     [0.0, 0.0, 1.0]])
+
+
+def canonical_view(rng, P, h):
+    """The engine's canonical view of the hand placed by P, from landmarks with the error of a
+    landmark model: each landmark moved by ~3% of the palm width, then the frame itself turned
+    (sd 5 deg), scaled (sd 8%) and shifted (sd 4% of its side)."""
+    lm = {k: tp(P, [v + rng.normal(0, 0.03, 2)])[0] for k, v in pseudo_landmarks(h).items()}
+    c, ex, ey, side = palm_frame(lm)
+    a = math.radians(rng.normal(0, 5))
+    ca, sa = math.cos(a), math.sin(a)
+    ex, ey = ca * ex + sa * ey, -sa * ex + ca * ey
+    side *= math.exp(rng.normal(0, 0.08))
+    c = c + rng.normal(0, 0.04, 2) * side
+    return frame_view(c, ex, ey, side)
+
+
 def camera_effects(rng, img, upscale):
     """img: OUT x OUT x 3 float 0-1."""
     if upscale > 1.15:                             # low-resolution source stretched up
@@ -722,12 +778,18 @@ def generate(rng, kind=None, neg_kind=None, mix=DEFAULT_MIX, recrop=None, info=N
     P = hand_pose(rng, pw, ph, h, kind == KIND_SCENE)
     photo_rect = np.array([(0, 0), (pw, 0), (pw, ph), (0, ph)])
 
-    if kind == KIND_NEG:
+    canon = kind in (KIND_CANON, KIND_CANON_NEG)
+    negative = kind in (KIND_NEG, KIND_CANON_NEG)
+    if kind == KIND_CANON_NEG:
+        neg_kind = "dorsal"
+    elif kind == KIND_NEG:
         neg_kind = neg_kind or rng.choice(["dorsal", "dorsal", "background", "arm"])
-    crop_mode = kind == KIND_CROP or (kind == KIND_NEG and rng.random() < 0.6)
+    crop_mode = not canon and (kind == KIND_CROP or (kind == KIND_NEG and rng.random() < 0.6))
 
     palm_photo = tp(P, h["palm"])
-    if crop_mode:
+    if canon:
+        V = canonical_view(rng, P, h)
+    elif crop_mode:
         if kind == KIND_NEG and neg_kind == "background":
             side = rng.uniform(0.2, 1.0) * min(pw, ph)
             x0, y0 = rng.uniform(0, pw - side), rng.uniform(0, ph - side)
@@ -749,7 +811,7 @@ def generate(rng, kind=None, neg_kind=None, mix=DEFAULT_MIX, recrop=None, info=N
         V = letterbox_view(pw, ph)
     if info is not None:
         info["recropped"] = recrop is not None and not crop_mode
-        info["palm_area"] = clipped_area(tp(V @ P, h["palm"]), tp(V, photo_rect)) if kind != KIND_NEG else 0.0
+        info["palm_area"] = clipped_area(tp(V @ P, h["palm"]), tp(V, photo_rect)) if not negative else 0.0
     A = V @ P                     # canonical -> output pixels
     A_ss = S(SS) @ A
     ppu = float(np.linalg.norm(tp(A, [(0.5, 0.5)]) - tp(A, [(-0.5, 0.5)])))
@@ -757,7 +819,7 @@ def generate(rng, kind=None, neg_kind=None, mix=DEFAULT_MIX, recrop=None, info=N
     upscale = ppu / max(photo_ppu, 1e-3)
 
     bg = background(rng)
-    lines = principal_lines(rng, h) if kind != KIND_NEG else None
+    lines = principal_lines(rng, h) if not negative else None
     if kind == KIND_NEG and neg_kind == "background":
         img = bg
         if rng.random() < 0.5:   # skin-coloured blobs / objects
@@ -782,7 +844,7 @@ def generate(rng, kind=None, neg_kind=None, mix=DEFAULT_MIX, recrop=None, info=N
     img = img * content[..., None]
 
     mask = np.zeros((OUT, OUT), np.uint8)
-    if kind != KIND_NEG:
+    if not negative:
         palm = np.zeros((OUT, OUT), np.uint8)
         cv2.fillPoly(palm, [fix(tp(A, h["palm"]))], 1, cv2.LINE_8, SHIFT)
         palm &= content

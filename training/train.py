@@ -45,15 +45,16 @@ def to_tensors(imgs, masks):
     return x, y
 
 
-def make_batch(rng, ims, ms, bs, crop):
+def make_batch(rng, ims, ms, bs, crop, canonical=False):
     idx = rng.integers(0, len(ims), bs)
     xb, yb = ims[idx], ms[idx]
     out_i, out_m = [], []
     for i in range(bs):
         im, m = xb[i], yb[i]
-        if rng.random() < 0.5:                      # mirror: left <-> right hand
+        # In the canonical frame every hand is an upright right palm: no mirror, no quarter turn.
+        if not canonical and rng.random() < 0.5:    # mirror: left <-> right hand
             im, m = im[:, ::-1], m[:, ::-1]
-        if rng.random() < 0.25:                     # quarter turns (photo orientation)
+        if not canonical and rng.random() < 0.25:   # quarter turns (photo orientation)
             k = int(rng.integers(1, 4))
             im, m = np.rot90(im, k), np.rot90(m, k)
         if crop and crop < im.shape[0]:             # patch training (same scale, cheaper)
@@ -88,6 +89,8 @@ def main():
                     help="start from these weights (a checkpoint, e.g. one made by training.from_onnx) with a fresh "
                          "optimiser and schedule")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--canonical", action="store_true",
+                    help="data in the canonical palm frame (2.0): no mirror or quarter-turn augmentation")
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--reload-min", type=float, default=None,
                     help="re-scan --data every N minutes and add shards written since (training while generating)")
@@ -146,7 +149,7 @@ def main():
         if prog >= 1.0:
             break
         crop = a.crop if prog < a.crop_frac else None
-        x, y = make_batch(rng, ims, ms, a.batch, crop)
+        x, y = make_batch(rng, ims, ms, a.batch, crop, a.canonical)
         for g in opt.param_groups:
             if a.time_budget:
                 g["lr"] = a.lr * (step + 1) / 40 if step < 40 else \
