@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import sharp from "sharp";
+import sharp, { type Sharp } from "sharp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createHandLandmarker, facing, palmChirality, type HandDetection, type HandLandmarker } from "../../../src/landmarks/hand-landmarker.js";
 
@@ -30,7 +30,7 @@ interface Photo {
 }
 
 /** Variants of a photo: the pixels, and where a point (x, y) of the original lands in them. */
-const VARIANTS: { name: string; op: (s: sharp.Sharp) => sharp.Sharp; map: (p: Pt, w: number, h: number) => Pt; mirrored: boolean }[] = [
+const VARIANTS: { name: string; op: (s: Sharp) => Sharp; map: (p: Pt, w: number, h: number) => Pt; mirrored: boolean }[] = [
   { name: "mirrored", op: (s) => s.flop(), map: ([x, y], w) => [w - x, y], mirrored: true },
   { name: "turned 90", op: (s) => s.rotate(90), map: ([x, y], _w, h) => [h - y, x], mirrored: false },
   { name: "turned 180", op: (s) => s.rotate(180), map: ([x, y], w, h) => [w - x, h - y], mirrored: false },
