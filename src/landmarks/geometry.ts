@@ -265,8 +265,8 @@ export interface WarpOptions {
 /**
  * warpToTensor samples the rotated rect `r` of an interleaved RGB image into a planar [3, S, S]
  * float32 tensor by bilinear interpolation, averaging n x n sub-samples per output pixel where
- * the rect is more than 1.5x larger than S (n = round(scale), at most 4), so that strong
- * down-scaling does not alias.
+ * the rect is more than 1.5x larger than S (2 x 2 then; MediaPipe samples once), so that strong
+ * down-scaling aliases less.
  */
 export function warpToTensor(rgb: Uint8Array, width: number, height: number, r: RotatedRect, o: WarpOptions): Float32Array {
   const S = o.size;
@@ -274,56 +274,72 @@ export function warpToTensor(rgb: Uint8Array, width: number, height: number, r: 
   const out = new Float32Array(3 * plane);
   const c = Math.cos(r.rotation);
   const s = Math.sin(r.rotation);
-  const su = r.width / S; // image pixels per output pixel, along u
-  const sv = r.height / S;
-  const factor = Math.max(su, sv);
-  const n = factor > 1.5 ? Math.min(4, Math.round(factor)) : 1;
+  const factor = Math.max(r.width, r.height) / S; // image pixels per output pixel
+  const n = factor > 1.5 ? 2 : 1;
   const [lo, hi] = o.range;
   const mul = (hi - lo) / 255 / (n * n);
-  const zero = o.border === "zero";
-  const acc = [0, 0, 0];
-  const sample = (x: number, y: number) => {
-    // x, y continuous pixel coordinates; pixel centres at i + 0.5.
-    let fx = x - 0.5;
-    let fy = y - 0.5;
-    if (!zero) {
-      fx = Math.min(Math.max(fx, 0), width - 1);
-      fy = Math.min(Math.max(fy, 0), height - 1);
-    }
-    const ix = Math.floor(fx);
-    const iy = Math.floor(fy);
-    const ax = fx - ix;
-    const ay = fy - iy;
-    for (let dy = 0; dy < 2; dy++) {
-      const yy = iy + dy;
-      const wy = dy ? ay : 1 - ay;
-      if (wy === 0) continue;
-      if (yy < 0 || yy >= height) continue;
-      for (let dx = 0; dx < 2; dx++) {
-        const xx = ix + dx;
-        const w = (dx ? ax : 1 - ax) * wy;
-        if (w === 0 || xx < 0 || xx >= width) continue;
-        const p = (yy * width + xx) * 3;
-        acc[0] += w * rgb[p];
-        acc[1] += w * rgb[p + 1];
-        acc[2] += w * rgb[p + 2];
-      }
-    }
-  };
+  const replicate = o.border === "replicate";
+  const rowStride = width * 3;
+  // Image point of output sub-sample (u', v') (continuous output coordinates), minus 0.5 so that
+  // pixel centres fall on integers: x = x0 + u' * dxu + v' * dxv, y likewise.
+  const dxu = (c * r.width) / S;
+  const dyu = (s * r.width) / S;
+  const dxv = (-s * r.height) / S;
+  const dyv = (c * r.height) / S;
+  const x0 = r.cx - 0.5 - (c * r.width - s * r.height) / 2;
+  const y0 = r.cy - 0.5 - (s * r.width + c * r.height) / 2;
   for (let v = 0; v < S; v++) {
     for (let u = 0; u < S; u++) {
-      acc[0] = acc[1] = acc[2] = 0;
+      let accR = 0;
+      let accG = 0;
+      let accB = 0;
       for (let j = 0; j < n; j++) {
-        const b = ((v + (j + 0.5) / n) / S - 0.5) * r.height;
+        const vv = v + (j + 0.5) / n;
         for (let i = 0; i < n; i++) {
-          const a = ((u + (i + 0.5) / n) / S - 0.5) * r.width;
-          sample(r.cx + c * a - s * b, r.cy + s * a + c * b);
+          const uu = u + (i + 0.5) / n;
+          let fx = x0 + uu * dxu + vv * dxv;
+          let fy = y0 + uu * dyu + vv * dyv;
+          if (replicate) {
+            fx = fx < 0 ? 0 : fx > width - 1 ? width - 1 : fx;
+            fy = fy < 0 ? 0 : fy > height - 1 ? height - 1 : fy;
+          }
+          const ix = Math.floor(fx);
+          const iy = Math.floor(fy);
+          const ax = fx - ix;
+          const ay = fy - iy;
+          if (ix >= 0 && iy >= 0 && ix < width - 1 && iy < height - 1) {
+            const p = iy * rowStride + ix * 3;
+            const q = p + rowStride;
+            const w00 = (1 - ax) * (1 - ay);
+            const w10 = ax * (1 - ay);
+            const w01 = (1 - ax) * ay;
+            const w11 = ax * ay;
+            accR += w00 * rgb[p] + w10 * rgb[p + 3] + w01 * rgb[q] + w11 * rgb[q + 3];
+            accG += w00 * rgb[p + 1] + w10 * rgb[p + 4] + w01 * rgb[q + 1] + w11 * rgb[q + 4];
+            accB += w00 * rgb[p + 2] + w10 * rgb[p + 5] + w01 * rgb[q + 2] + w11 * rgb[q + 5];
+            continue;
+          }
+          // At or beyond the edge: only the neighbours inside the image count (zero border: black).
+          for (let dy = 0; dy < 2; dy++) {
+            const yy = iy + dy;
+            const wy = dy ? ay : 1 - ay;
+            if (wy === 0 || yy < 0 || yy >= height) continue;
+            for (let dx = 0; dx < 2; dx++) {
+              const xx = ix + dx;
+              const w = (dx ? ax : 1 - ax) * wy;
+              if (w === 0 || xx < 0 || xx >= width) continue;
+              const p = yy * rowStride + xx * 3;
+              accR += w * rgb[p];
+              accG += w * rgb[p + 1];
+              accB += w * rgb[p + 2];
+            }
+          }
         }
       }
       const k = v * S + u;
-      out[k] = lo + acc[0] * mul;
-      out[plane + k] = lo + acc[1] * mul;
-      out[2 * plane + k] = lo + acc[2] * mul;
+      out[k] = lo + accR * mul;
+      out[plane + k] = lo + accG * mul;
+      out[2 * plane + k] = lo + accB * mul;
     }
   }
   return out;

@@ -56,7 +56,8 @@ export interface HandLandmarker {
   /**
    * detect finds the most confident hand in interleaved 8-bit RGB pixels (width x height), or
    * null when the palm detector finds none above its threshold or the landmark model's presence
-   * score is below 0.5.
+   * score is below 0.5. Pass a copy downscaled to about 640 pixels on the longer side: the crops
+   * sample at most 2 x 2 points per model pixel, so much larger images alias.
    */
   detect(rgb: Uint8Array, width: number, height: number): Promise<HandDetection | null>;
   /** Stage times of the last detect call (undefined before the first). */
