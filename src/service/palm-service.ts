@@ -82,6 +82,8 @@ function toResponse(result: AnalysisResult, ctx: HandlerContext): AnalyzeRespons
     confidence: result.stats[name].confidence,
     coverage: result.stats[name].coverage,
     detected: result.stats[name].detected,
+    polyline: result.stats[name].polyline.map(([x, y]) => ({ x, y })),
+    length: result.stats[name].length,
   });
   return create(AnalyzeResponseSchema, {
     id: ctx.values.get(kRequestId) ?? newRequestId(),
@@ -92,6 +94,12 @@ function toResponse(result: AnalysisResult, ctx: HandlerContext): AnalyzeRespons
       overlay: result.overlay,
       masks: { heart: result.masks.heart, head: result.masks.head, life: result.masks.life },
       stats: { heart: stats("heart"), head: stats("head"), life: stats("life") },
+      hand: result.hand && {
+        handedness: result.hand.handedness,
+        landmarks: result.hand.landmarks.map(([x, y]) => ({ x, y })),
+        palmWidth: result.hand.palmWidth,
+      },
+      reason: result.reason,
     },
     usage: usage && {
       requestsUsed: BigInt(usage.used),
