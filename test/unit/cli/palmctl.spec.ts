@@ -42,7 +42,7 @@ describe("runPalmctl()", () => {
   it("prints this month's usage against the plan's limit", async () => {
     const h = harness();
     await h.run("keys", "create", "--client", "acme", "--plan", "pro");
-    await h.store.reserve("acme", quotaPeriodOf(), 10_000, "r1");
+    await h.store.reserve("acme", quotaPeriodOf(), 10_000, "r1", 60_000);
     expect(await h.run("usage", "--client", "acme")).toBe(0);
     expect(h.out.at(-1)).toMatch(/^client acme plan pro period \d{4}-\d{2}: used 1 of 10000 /);
   });
