@@ -238,7 +238,7 @@ export async function createAnalyzer(options: AnalyzerOptions = {}): Promise<Eng
       if (closed) return;
       closed = true;
       for (const p of queue.splice(0)) if (settle(p)) p.reject(new Error("The analyzer is closed."));
-      // Analyses abandoned by a timeout or cancel may still run in a worker: let them finish
+      // Running analyses (an aborted one's worker is already being killed): let them finish
       // first, within a bound, so that a worker is never stopped in the middle of its work.
       const deadline = Date.now() + CLOSE_WAIT_MS;
       while (running > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
