@@ -64,6 +64,13 @@ export interface AnalysisResult {
 export interface AnalyzeOptions {
   /** Aborts queued or running work (request deadline, client gone). */
   signal?: AbortSignal;
+  /**
+   * Called once admission control accepted the analysis (it holds a place, running or queued)
+   * and before it starts; the analysis waits for it, and its rejection rejects the analysis with
+   * the same error and frees the place. The service reserves the quota unit here, so that a
+   * request refused as overloaded never holds one.
+   */
+  admitted?: () => Promise<void>;
 }
 
 /** Analyzer turns image bytes into an {@link AnalysisResult}. */

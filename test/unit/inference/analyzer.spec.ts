@@ -5,6 +5,8 @@ import { LINE_NAMES, type AnalysisResult } from "../../../src/inference/analyzer
 import { createAnalyzer, type EngineAnalyzer } from "../../../src/inference/analyzer.js";
 import { analyzeImage, createPipelineEngine } from "../../../src/inference/pipeline.js";
 import { decodeMask, fixtureImage, fixtures, tolerantF1, trueMask } from "./fixtures.js";
+import { makeImage } from "../../helpers/images.js";
+import { isAlive } from "../../helpers/proc.js";
 
 /**
  * OVERLAP_BOUND: the tolerant F1 (3 px per 256 px of image height, training's own evaluation
@@ -245,6 +247,44 @@ describe("createAnalyzer() admission control", () => {
     await expect(running).rejects.toThrow("deadline");
     expect(performance.now() - start).toBeLessThan(whole / 2);
     await expect(small.analyze(img())).resolves.toBeDefined();
+  });
+
+  it("stops the work of an aborted running analysis: its worker process is killed within 1 s and replaced", async () => {
+    const big = await makeImage(4000, 3000);
+    const [before] = small.workerPids();
+    const ctrl = new AbortController();
+    const running = small.analyze(big, { signal: ctrl.signal });
+    await expect.poll(() => small.stats().running, { interval: 1 }).toBe(1);
+    ctrl.abort(new Error("deadline"));
+    await expect(running).rejects.toThrow("deadline");
+    // Left to finish, the 12 MP analysis kept its worker busy for its whole duration.
+    await expect.poll(() => isAlive(before), { timeout: 1000, interval: 10 }).toBe(false);
+    await expect.poll(() => small.workerPids().length, { timeout: 60_000, interval: 50 }).toBe(1);
+    expect(small.workerPids()).not.toContain(before);
+    await expect(small.analyze(img())).resolves.toBeDefined();
+  });
+
+  it("holds a place while the admitted hook runs, starts only after it, and rejects with its error", async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    let hookCalled = false;
+    const first = small.analyze(img(), {
+      admitted: () => {
+        hookCalled = true;
+        return gate;
+      },
+    });
+    expect(hookCalled).toBe(true);
+    expect(small.stats()).toMatchObject({ running: 0, queued: 1 });
+    const second = small.analyze(img(), { admitted: () => Promise.reject(new Error("quota spent")) });
+    await expect(second).rejects.toThrow("quota spent");
+    // Held + one queued place: a third is refused although nothing runs yet.
+    const held = small.analyze(img(), { admitted: () => gate });
+    await expect(small.analyze(img())).rejects.toBeInstanceOf(OverloadedError);
+    expect(small.stats().running).toBe(0);
+    release();
+    await expect(first).resolves.toBeDefined();
+    await expect(held).resolves.toBeDefined();
   });
 
   it("keeps the main thread responsive while analyses run: its worst event-loop stall is a fraction of running them in-process", async () => {
