@@ -17,7 +17,7 @@ import torch
 from training.model import PalmUNet, WithSigmoid
 
 MODEL_NAME = "palm-lines"
-MODEL_VERSION = "1.4.0"
+MODEL_VERSION = "2.0.0"
 DEFAULT_CALIB = {
     "thresholds": {"palm": 0.5, "heart": 0.5, "head": 0.5, "life": 0.5},
     "detection": {"min_pixels": 40, "min_confidence": 0.6},

@@ -5,6 +5,7 @@
 #   sh training/run.sh export    # export models/palm-lines/palm-lines.onnx (+ onnxruntime-node check)
 #   sh training/run.sh evaluate  # calibrate on val sets, re-export, evaluate on test sets -> metrics.json
 #   sh training/run.sh smoke     # the whole chain on tiny data in under a minute (nothing in models/)
+#   sh training/run.sh release   # palm-lines 2.0, the released model, from an empty training/ folder
 set -e
 cd "$(dirname "$0")/.."
 PY=${PY:-/usr/bin/python3}
@@ -44,11 +45,47 @@ smoke() {
   METRICS=$RUN/metrics.json evaluate
 }
 
+# The Debian packages the released models were made with (apt-get install python3-torch
+# python3-numpy python3-opencv python3-onnx): other versions may give other weights.
+PINNED="python3-torch=1.13.1+dfsg-4 python3-numpy=1:1.24.2-1+deb12u1 python3-opencv=4.6.0+dfsg-12 python3-onnx=1.12.0-2+b4"
+check_versions() {
+  for p in $PINNED; do
+    have=$(dpkg-query -W -f='${Version}' "${p%%=*}" 2>/dev/null || true)
+    [ "$have" = "${p#*=}" ] || echo "run.sh: ${p%%=*} is '${have:-missing}', the release used ${p#*=} (apt-get install $p)" >&2
+  done
+}
+
+# palm-lines 2.0: 1.4.0's weights (the file committed at c0ea2b0) fine-tuned in the canonical palm
+# frame on 10,000 new samples, calibrated on the canonical validation sets, evaluated on the
+# canonical test sets. RELEASE_STEPS is the step count the released run reached (it ran on wall
+# time, --time-budget, on a shared CPU: see models/palm-lines/MODEL_CARD.md).
+RELEASE_STEPS=${RELEASE_STEPS:-2400}
+release() {
+  check_versions
+  R=${RUN:-training/runs/v2}
+  mkdir -p "$R" "$D"
+  git show c0ea2b0:models/palm-lines/palm-lines.onnx > "$R/palm-lines-1.4.0.onnx"
+  $PY -m training.generate --out "$D/canon30" --n 6000 --seed 30 --kind 3 --fades
+  $PY -m training.generate --out "$D/canonneg31" --n 1000 --seed 31 --kind 4 --fades
+  $PY -m training.generate --out "$D/canon34" --n 3000 --seed 34 --kind 3 --fades
+  $PY -m training.generate --out "$D/val_canon" --n 300 --seed 33 --kind 3
+  $PY -m training.generate --out "$D/val_canon_neg" --n 300 --seed 35 --kind 4
+  $PY -m training.generate --out "$D/test_canon" --n 500 --seed 32 --kind 3
+  $PY -m training.generate --out "$D/test_canon_neg" --n 300 --seed 36 --kind 4
+  PYTHONPATH=. $PY -m training.from_onnx --onnx "$R/palm-lines-1.4.0.onnx" --data "$D/canon30" --out "$R/init.pt"
+  $PY -m training.train --data "$D/canon30,$D/canonneg31,$D/canon34" --out "$R" --init "$R/init.pt" --freeze-bn \
+    --canonical --lr 4e-4 --steps "$RELEASE_STEPS" --crop-frac 0 --seed 20
+  $PY -m training.evaluate --ckpt "$R/final.pt" --data "$D" --canonical --tune --calib "$CALIB"
+  $PY -m training.export --ckpt "$R/final.pt" --out "$MODEL" --calib "$CALIB"
+  $PY -m training.evaluate --ckpt "$R/final.pt" --data "$D" --canonical --onnx "$MODEL" --out "${METRICS:-models/palm-lines/metrics.json}"
+}
+
 case "$1" in
   data) data ;;
   train) shift; train "$@" ;;
   export) export_ ;;
   evaluate) evaluate ;;
   smoke) smoke ;;
-  *) echo "usage: sh training/run.sh data|train|export|evaluate|smoke"; exit 2 ;;
+  release) release ;;
+  *) echo "usage: sh training/run.sh data|train|export|evaluate|smoke|release"; exit 2 ;;
 esac
