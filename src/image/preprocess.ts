@@ -105,12 +105,6 @@ export async function preprocessLetterbox(image: RawImage, spec: TensorSpec): Pr
   return { tensor: toTensor(rgb, spec), box };
 }
 
-/** preprocessCrop renders the square palm crop `box` at model resolution and returns the tensor. */
-export async function preprocessCrop(image: RawImage, box: SquareBox, spec: TensorSpec): Promise<Preprocessed> {
-  const rgb = await cropResize(image, box, spec.inputSize, spec.padValue);
-  return { tensor: toTensor(rgb, spec), box };
-}
-
 /**
  * FRAME_OVERSAMPLE: a rotated view is first shrunk by sharp (area-aware lanczos3) to this many
  * source pixels per model pixel, then sampled bilinearly at the rotated positions, so that thin

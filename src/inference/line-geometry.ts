@@ -15,19 +15,31 @@ export const MAX_POLYLINE_POINTS = 24;
  */
 export function thin(mask: Uint8Array, size: number): Uint8Array {
   const m = Uint8Array.from(mask, (v) => (v ? 1 : 0));
+  // Only the mask's bounding box (plus a pixel) can change.
+  let u0 = size, v0 = size, u1 = -1, v1 = -1;
+  for (let i = 0; i < m.length; i++) {
+    if (!m[i]) continue;
+    const u = i % size;
+    const v = (i - u) / size;
+    if (u < u0) u0 = u;
+    if (u > u1) u1 = u;
+    if (v < v0) v0 = v;
+    if (v > v1) v1 = v;
+  }
   const at = (u: number, v: number) => (u >= 0 && v >= 0 && u < size && v < size ? m[v * size + u] : 0);
+  const p = new Uint8Array(8);
   const del: number[] = [];
-  let changed = true;
-  while (changed) {
+  for (let changed = u1 >= 0; changed; ) {
     changed = false;
     for (let pass = 0; pass < 2; pass++) {
       del.length = 0;
-      for (let v = 0; v < size; v++) {
-        for (let u = 0; u < size; u++) {
+      for (let v = v0; v <= v1; v++) {
+        for (let u = u0; u <= u1; u++) {
           if (!m[v * size + u]) continue;
           // Neighbours P2..P9 clockwise from north.
-          const p = [at(u, v - 1), at(u + 1, v - 1), at(u + 1, v), at(u + 1, v + 1), at(u, v + 1), at(u - 1, v + 1), at(u - 1, v), at(u - 1, v - 1)];
-          const b = p.reduce((s, x) => s + x, 0);
+          p[0] = at(u, v - 1); p[1] = at(u + 1, v - 1); p[2] = at(u + 1, v); p[3] = at(u + 1, v + 1);
+          p[4] = at(u, v + 1); p[5] = at(u - 1, v + 1); p[6] = at(u - 1, v); p[7] = at(u - 1, v - 1);
+          const b = p[0] + p[1] + p[2] + p[3] + p[4] + p[5] + p[6] + p[7];
           if (b < 2 || b > 6) continue;
           let a = 0;
           for (let i = 0; i < 8; i++) if (!p[i] && p[(i + 1) % 8]) a++;

@@ -1,10 +1,10 @@
 /**
- * Post-processing of the model's probability maps: connected components, the palm box of the
- * whole-image pass, the plausible component per line on the crop pass, and the full-size
- * masks (bilinear upsampling of the probabilities, then the threshold).
+ * Post-processing of the line model's probability maps in the palm frame: connected components,
+ * the palm check, the plausible component per line, and the full-size masks (bilinear
+ * upsampling of the probabilities through the frame, then the threshold).
  */
 import type { BoxMask } from "../image/mask.js";
-import type { SquareBox } from "../image/preprocess.js";
+import type { Point } from "../landmarks/geometry.js";
 import { frameToImage, imageToFrame, type PalmFrame } from "../landmarks/palm-frame.js";
 
 /** Components is a labelling of a binary S x S map. */
@@ -63,60 +63,6 @@ function largestComponent(comps: Components): number {
   return best;
 }
 
-/** PalmBox is the palm's bounding box in image pixels, [x0, x1) x [y0, y1). */
-export interface PalmBox {
-  x0: number;
-  y0: number;
-  x1: number;
-  y1: number;
-  /** Palm component size at model resolution, pixels. */
-  pixels: number;
-}
-
-/**
- * MIN_PALM_FRACTION: a palm component smaller than this share of the model input (0.4%, about
- * 260 pixels at 256x256, a 16x16 blob) is no palm: the photo is treated as palm-free.
- */
-export const MIN_PALM_FRACTION = 0.004;
-
-/**
- * findPalm takes the palm channel of the whole-image pass (rendered from `box`), keeps its
- * largest component and returns that component's bounding box in image pixels, or undefined
- * when there is none or it is smaller than `minPixels` (default {@link MIN_PALM_FRACTION} of S x S).
- */
-export function findPalm(
-  palmProb: Float32Array,
-  size: number,
-  threshold: number,
-  box: SquareBox,
-  image: { width: number; height: number },
-  minPixels = Math.round(MIN_PALM_FRACTION * size * size),
-): PalmBox | undefined {
-  const comps = labelComponents(palmProb, size, size, threshold);
-  const best = largestComponent(comps);
-  if (best === 0 || comps.sizes[best] < Math.max(1, minPixels)) return undefined;
-  let u0 = size, v0 = size, u1 = -1, v1 = -1;
-  for (let v = 0; v < size; v++) {
-    for (let u = 0; u < size; u++) {
-      if (comps.labels[v * size + u] === best) {
-        if (u < u0) u0 = u;
-        if (u > u1) u1 = u;
-        if (v < v0) v0 = v;
-        if (v > v1) v1 = v;
-      }
-    }
-  }
-  const k = box.side / size;
-  const clampX = (x: number) => Math.min(image.width, Math.max(0, x));
-  const clampY = (y: number) => Math.min(image.height, Math.max(0, y));
-  const x0 = clampX(Math.floor(box.x + u0 * k));
-  const x1 = clampX(Math.ceil(box.x + (u1 + 1) * k));
-  const y0 = clampY(Math.floor(box.y + v0 * k));
-  const y1 = clampY(Math.ceil(box.y + (v1 + 1) * k));
-  if (x1 <= x0 || y1 <= y0) return undefined;
-  return { x0, y0, x1, y1, pixels: comps.sizes[best] };
-}
-
 /**
  * palmShare is the share of an S x S map (0..1) covered by the largest component of the palm
  * channel above `threshold`: how much palm the crop pass sees. The pipeline compares it with
@@ -125,21 +71,6 @@ export function findPalm(
 export function palmShare(palmProb: Float32Array, size: number, threshold: number): number {
   const comps = labelComponents(palmProb, size, size, threshold);
   return comps.sizes[largestComponent(comps)] / (size * size);
-}
-
-/**
- * palmCropBox expands the palm box by `margin` x its size on each side and makes it square
- * (side = the longer side, centred). The square may extend beyond the image.
- */
-export function palmCropBox(palm: PalmBox, margin: number): SquareBox {
-  const w = palm.x1 - palm.x0;
-  const h = palm.y1 - palm.y0;
-  const ew = w * (1 + 2 * margin);
-  const eh = h * (1 + 2 * margin);
-  const side = Math.max(8, Math.ceil(Math.max(ew, eh)));
-  const cx = (palm.x0 + palm.x1) / 2;
-  const cy = (palm.y0 + palm.y1) / 2;
-  return { x: Math.round(cx - side / 2), y: Math.round(cy - side / 2), side };
 }
 
 /** LineSelection is the outcome of {@link selectLine} at model resolution. */
@@ -297,127 +228,10 @@ export interface FullMask extends BoxMask {
 }
 
 /**
- * renderFullMask maps a line back to the image: the crop's probability map, restricted to the
- * kept component (and its 1-pixel rim, so that edges interpolate against the real
- * neighbours), is upsampled bilinearly into the crop's footprint in the image and thresholded.
- * Smooth masks at any image size; cost proportional to the line's bounding box.
- */
-export function renderFullMask(
-  prob: Float32Array,
-  kept: Uint8Array,
-  size: number,
-  threshold: number,
-  box: SquareBox,
-  width: number,
-  height: number,
-): FullMask {
-  // Restricted probability map and its bounding box (kept dilated by 1).
-  const p = new Float32Array(size * size);
-  let u0 = size, v0 = size, u1 = -1, v1 = -1;
-  for (let v = 0; v < size; v++) {
-    for (let u = 0; u < size; u++) {
-      if (!kept[v * size + u]) continue;
-      for (let dv = -1; dv <= 1; dv++) {
-        const vv = v + dv;
-        if (vv < 0 || vv >= size) continue;
-        for (let du = -1; du <= 1; du++) {
-          const uu = u + du;
-          if (uu < 0 || uu >= size) continue;
-          p[vv * size + uu] = prob[vv * size + uu];
-        }
-      }
-      if (u < u0) u0 = u;
-      if (u > u1) u1 = u;
-      if (v < v0) v0 = v;
-      if (v > v1) v1 = v;
-    }
-  }
-  const empty: FullMask = { width, height, x0: 0, y0: 0, x1: 0, y1: 0, data: new Uint8Array(0), pixels: 0, probSum: 0 };
-  if (u1 < 0) return empty;
-  const k = box.side / size; // image pixels per model pixel
-  // Image pixels whose sample point falls within [u0 - 1, u1 + 1] (where p can be non-zero).
-  const X0 = Math.max(0, Math.floor(box.x + (u0 - 1 + 0.5) * k - 0.5));
-  const X1 = Math.min(width, Math.ceil(box.x + (u1 + 1 + 0.5) * k - 0.5) + 1);
-  const Y0 = Math.max(0, Math.floor(box.y + (v0 - 1 + 0.5) * k - 0.5));
-  const Y1 = Math.min(height, Math.ceil(box.y + (v1 + 1 + 0.5) * k - 0.5) + 1);
-  if (X1 <= X0 || Y1 <= Y0) return empty;
-  const bw = X1 - X0;
-  const bh = Y1 - Y0;
-  // Zero-bordered copy of p, so that samples at -1 and `size` need no bounds checks.
-  const P = size + 2;
-  const pad = new Float32Array(P * P);
-  for (let v = Math.max(0, v0 - 1); v <= Math.min(size - 1, v1 + 1); v++) {
-    pad.set(p.subarray(v * size + Math.max(0, u0 - 1), v * size + Math.min(size, u1 + 2)), (v + 1) * P + 1 + Math.max(0, u0 - 1));
-  }
-  // A cell (u, v)..(u+1, v+1) can only yield pixels above the threshold if one of its corners
-  // is above it (bilinear interpolation never exceeds the largest corner): list the active
-  // cells per cell row, so that only the few image pixels around the line are sampled.
-  const activeCols: number[][] = [];
-  for (let v = -1; v < size; v++) {
-    const cols: number[] = [];
-    if (v >= v0 - 2 && v <= v1 + 1) {
-      const r0 = (v + 1) * P;
-      const r1 = (v + 2) * P;
-      for (let u = Math.max(-1, u0 - 2); u <= Math.min(size - 1, u1 + 1); u++) {
-        const c = u + 1;
-        if (pad[r0 + c] > threshold || pad[r0 + c + 1] > threshold || pad[r1 + c] > threshold || pad[r1 + c + 1] > threshold) cols.push(u);
-      }
-    }
-    activeCols.push(cols);
-  }
-  // Image columns [colStart[u + 1], colStart[u + 2]) sample cell column u (relative to X0).
-  const colStart = new Int32Array(size + 2);
-  for (let u = -1; u <= size; u++) {
-    // Smallest X with (X - box.x + 0.5) / k - 0.5 >= u.
-    colStart[u + 1] = Math.min(bw, Math.max(0, Math.ceil(box.x + (u + 0.5) * k - 0.5) - X0));
-  }
-  const data = new Uint8Array(bw * bh);
-  let pixels = 0;
-  let probSum = 0;
-  let mx0 = bw, my0 = bh, mx1 = -1, my1 = -1;
-  for (let y = 0; y < bh; y++) {
-    const v = (Y0 + y - box.y + 0.5) / k - 0.5;
-    const iv = Math.floor(v);
-    if (iv < -1 || iv >= size) continue;
-    const cols = activeCols[iv + 1];
-    if (cols.length === 0) continue;
-    const fv = v - iv;
-    const r0 = (iv + 1) * P + 1;
-    const r1 = r0 + P;
-    const row = y * bw;
-    for (const u of cols) {
-      const a00 = pad[r0 + u], a01 = pad[r0 + u + 1], a10 = pad[r1 + u], a11 = pad[r1 + u + 1];
-      const left = a00 + (a10 - a00) * fv;
-      const right = a01 + (a11 - a01) * fv;
-      for (let x = colStart[u + 1], xe = colStart[u + 2]; x < xe; x++) {
-        const uu = (X0 + x - box.x + 0.5) / k - 0.5;
-        const val = left + (right - left) * (uu - u);
-        if (val > threshold) {
-          data[row + x] = 1;
-          pixels++;
-          probSum += val;
-          if (x < mx0) mx0 = x;
-          if (x > mx1) mx1 = x;
-          if (y < my0) my0 = y;
-          if (y > my1) my1 = y;
-        }
-      }
-    }
-  }
-  if (pixels === 0) return empty;
-  // Tighten to the set pixels.
-  const tw = mx1 - mx0 + 1;
-  const th = my1 - my0 + 1;
-  const tight = new Uint8Array(tw * th);
-  for (let y = 0; y < th; y++) tight.set(data.subarray((y + my0) * bw + mx0, (y + my0) * bw + mx0 + tw), y * tw);
-  return { width, height, x0: X0 + mx0, y0: Y0 + my0, x1: X0 + mx1 + 1, y1: Y0 + my1 + 1, data: tight, pixels, probSum };
-}
-
-/**
- * renderFrameMask is {@link renderFullMask} for a rotated or mirrored palm frame: the kept line's
- * probabilities (with their 1-pixel rim) are sampled bilinearly at every image pixel whose centre
- * falls inside the line's footprint, and thresholded. Only cells with a corner above the
- * threshold are interpolated.
+ * renderFrameMask maps a line back to the image through the palm frame (rotated, mirrored or an
+ * axis-aligned square): the kept line's probabilities (with their 1-pixel rim, so that edges
+ * interpolate against the real neighbours) are sampled bilinearly at the image pixels of the
+ * line's footprint and thresholded. Smooth masks at any image size.
  */
 export function renderFrameMask(
   prob: Float32Array,
@@ -451,12 +265,15 @@ export function renderFrameMask(
     }
   }
   if (u1 < 0) return empty;
-  // Cell (u, v) spans model pixels u..u+1, v..v+1 (u, v from -1): active when a corner is above the threshold.
-  const active = new Uint8Array(P * P);
+  // Cell (u, v) spans model coordinates [u, u + 1) x [v, v + 1) (u, v from -1); it can only give
+  // pixels above the threshold when a corner is above it (bilinear never exceeds its largest
+  // corner). Only the image pixels around such cells are sampled, each by the one cell its
+  // centre falls in: cost proportional to the line, not to its bounding box.
+  const cells: number[] = [];
   for (let v = -1; v < size; v++) {
     for (let u = -1; u < size; u++) {
       const i = (v + 1) * P + u + 1;
-      if (pad[i] > threshold || pad[i + 1] > threshold || pad[i + P] > threshold || pad[i + P + 1] > threshold) active[i] = 1;
+      if (pad[i] > threshold || pad[i + 1] > threshold || pad[i + P] > threshold || pad[i + P + 1] > threshold) cells.push(i);
     }
   }
   const corners = [
@@ -472,36 +289,47 @@ export function renderFrameMask(
   if (X1 <= X0 || Y1 <= Y0) return empty;
   const bw = X1 - X0;
   const bh = Y1 - Y0;
-  // Model coordinates change by (du, dv) per image pixel to the right.
-  const q = size / frame.side;
-  const dux = frame.ex[0] * q;
-  const dvx = frame.ey[0] * q;
+  // Image extent of one cell: its four corners are the origin plus combinations of a and b.
+  const k = frame.side / size;
+  const a: Point = [frame.ex[0] * k, frame.ex[1] * k];
+  const b: Point = [frame.ey[0] * k, frame.ey[1] * k];
+  const spanX0 = Math.min(0, a[0], b[0], a[0] + b[0]);
+  const spanX1 = Math.max(0, a[0], b[0], a[0] + b[0]);
+  const spanY0 = Math.min(0, a[1], b[1], a[1] + b[1]);
+  const spanY1 = Math.max(0, a[1], b[1], a[1] + b[1]);
   const data = new Uint8Array(bw * bh);
   let pixels = 0;
   let probSum = 0;
   let mx0 = bw, my0 = bh, mx1 = -1, my1 = -1;
-  for (let y = 0; y < bh; y++) {
-    let [u, v] = imageToFrame(frame, size, X0 + 0.5, Y0 + y + 0.5);
-    const row = y * bw;
-    for (let x = 0; x < bw; x++, u += dux, v += dvx) {
-      const iu = Math.floor(u);
-      const iv = Math.floor(v);
-      if (iu < -1 || iv < -1 || iu >= size || iv >= size) continue;
-      const i = (iv + 1) * P + iu + 1;
-      if (!active[i]) continue;
-      const fu = u - iu;
-      const fv = v - iv;
-      const top = pad[i] + (pad[i + 1] - pad[i]) * fu;
-      const bottom = pad[i + P] + (pad[i + P + 1] - pad[i + P]) * fu;
-      const val = top + (bottom - top) * fv;
-      if (val > threshold) {
-        data[row + x] = 1;
-        pixels++;
-        probSum += val;
-        if (x < mx0) mx0 = x;
-        if (x > mx1) mx1 = x;
-        if (y < my0) my0 = y;
-        if (y > my1) my1 = y;
+  for (const i of cells) {
+    const u = (i % P) - 1;
+    const v = Math.floor(i / P) - 1;
+    const [ox, oy] = frameToImage(frame, size, u, v);
+    // Pixels whose centre (x + 0.5, y + 0.5) may fall in this cell.
+    const xs = Math.max(X0, Math.ceil(ox + spanX0 - 0.5));
+    const xe = Math.min(X1 - 1, Math.floor(ox + spanX1 - 0.5));
+    const ys = Math.max(Y0, Math.ceil(oy + spanY0 - 0.5));
+    const ye = Math.min(Y1 - 1, Math.floor(oy + spanY1 - 0.5));
+    for (let y = ys; y <= ye; y++) {
+      for (let x = xs; x <= xe; x++) {
+        const [mu, mv] = imageToFrame(frame, size, x + 0.5, y + 0.5);
+        if (Math.floor(mu) !== u || Math.floor(mv) !== v) continue;
+        const fu = mu - u;
+        const fv = mv - v;
+        const top = pad[i] + (pad[i + 1] - pad[i]) * fu;
+        const bottom = pad[i + P] + (pad[i + P + 1] - pad[i + P]) * fu;
+        const val = top + (bottom - top) * fv;
+        if (val > threshold) {
+          const bx = x - X0;
+          const by = y - Y0;
+          data[by * bw + bx] = 1;
+          pixels++;
+          probSum += val;
+          if (bx < mx0) mx0 = bx;
+          if (bx > mx1) mx1 = bx;
+          if (by < my0) my0 = by;
+          if (by > my1) my1 = by;
+        }
       }
     }
   }

@@ -291,7 +291,7 @@ describe("createAnalyzer() admission control", () => {
     // A 2000 x 1500 photo. In-process, each inference blocks the loop for its whole run; in the
     // worker the main thread only passes messages. Compared side by side (not against a fixed
     // time), so a slow or busy machine slows both.
-    const big = await sharp(fixtureImage("crop-0")).resize(2000, 1500, { fit: "fill" }).jpeg().toBuffer();
+    const big = await sharp(fixtureImage("hand-0")).resize(1500, 2000, { fit: "fill" }).jpeg().toBuffer(); // a hand: every stage runs
     const worstStall = async (work: () => Promise<unknown>) => {
       let last = performance.now();
       let worst = 0;

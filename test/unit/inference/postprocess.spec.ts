@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { countMask, maskToBytes } from "../../../src/image/mask.js";
-import { findPalm, labelComponents, palmCropBox, palmDistanceMap, renderFullMask, selectLine } from "../../../src/inference/postprocess.js";
+import { labelComponents, palmDistanceMap, renderFrameMask, selectLine } from "../../../src/inference/postprocess.js";
+import { imageToFrame, squareFrame, type PalmFrame } from "../../../src/landmarks/palm-frame.js";
 
 const S = 64;
 
@@ -21,30 +22,6 @@ describe("labelComponents()", () => {
     const c = labelComponents(m, S, S, 0.5);
     expect(c.count).toBe(2);
     expect(Array.from(c.sizes).slice(1).sort()).toEqual([2, 6]);
-  });
-});
-
-describe("findPalm()", () => {
-  it("maps the largest component's box from the letterbox to image pixels", () => {
-    // Image 1280 x 640 letterboxed into 64: 20 px per model pixel, box y offset -320.
-    const prob = map([
-      [10, 20, 30, 40],
-      [50, 20, 52, 22],
-    ]);
-    const palm = findPalm(prob, S, 0.5, { x: 0, y: -320, side: 1280 }, { width: 1280, height: 640 }, 10);
-    expect(palm).toEqual({ x0: 200, y0: 80, x1: 600, y1: 480, pixels: 400 });
-  });
-
-  it("finds no palm when the largest component is tiny", () => {
-    const prob = map([[10, 10, 13, 13]]);
-    expect(findPalm(prob, S, 0.5, { x: 0, y: 0, side: 640 }, { width: 640, height: 640 }, 10)).toBeUndefined();
-    expect(findPalm(new Float32Array(S * S), S, 0.5, { x: 0, y: 0, side: 640 }, { width: 640, height: 640 })).toBeUndefined();
-  });
-});
-
-describe("palmCropBox()", () => {
-  it("adds the margin on each side and makes the box square around the same centre", () => {
-    expect(palmCropBox({ x0: 100, y0: 200, x1: 300, y1: 300, pixels: 1 }, 0.25)).toEqual({ x: 50, y: 100, side: 300 });
   });
 });
 
@@ -95,13 +72,13 @@ describe("selectLine()", () => {
   });
 });
 
-describe("renderFullMask()", () => {
+describe("renderFrameMask()", () => {
   it("upsamples the kept line into the crop's footprint in the image, thresholded", () => {
     // Crop box at (1000, 500), 128 px square, rendered at 64: 2 image px per model px.
     const prob = map([[10, 20, 40, 23]]); // model rows 20..22, cols 10..39
     const kept = new Uint8Array(S * S);
     for (let i = 0; i < kept.length; i++) kept[i] = prob[i] > 0.5 ? 1 : 0;
-    const m = renderFullMask(prob, kept, S, 0.5, { x: 1000, y: 500, side: 128 }, 2000, 1500);
+    const m = renderFrameMask(prob, kept, S, 0.5, squareFrame({ x: 1000, y: 500, side: 128 }), 2000, 1500);
     const rows = new Set<number>();
     const cols = new Set<number>();
     const bytes = maskToBytes(m, 1);
@@ -116,7 +93,10 @@ describe("renderFullMask()", () => {
     expect(m.probSum / m.pixels).toBeLessThanOrEqual(0.9);
   });
 
-  it("equals a naive bilinear upsampling of the kept line, pixel for pixel", () => {
+  it.each([
+    ["an axis-aligned crop", squareFrame({ x: -37, y: 20, side: 333 })],
+    ["a turned, mirrored palm frame", { centre: [150, 140], ex: [-Math.cos(0.6), -Math.sin(0.6)], ey: [-Math.sin(0.6), Math.cos(0.6)], side: 280, mirrored: true } as PalmFrame],
+  ])("equals a naive bilinear upsampling of the kept line through %s, pixel for pixel", (_, frame) => {
     // A smooth diagonal ridge plus a separate blob that is not kept.
     const prob = new Float32Array(S * S);
     for (let v = 0; v < S; v++) for (let u = 0; u < S; u++) prob[v * S + u] = Math.max(0, 0.95 - 0.15 * Math.abs(v - 0.6 * u - 10));
@@ -124,10 +104,9 @@ describe("renderFullMask()", () => {
     const kept = new Uint8Array(S * S);
     // Keep the ridge (a whole component, as selectLine keeps), not the blob.
     for (let v = 0; v < S; v++) for (let u = 0; u < S; u++) if (prob[v * S + u] > 0.5 && !(v >= 50 && v < 56 && u >= 5 && u < 11)) kept[v * S + u] = 1;
-    const box = { x: -37, y: 20, side: 333 };
     const W = 300;
     const H = 260;
-    const m = renderFullMask(prob, kept, S, 0.5, box, W, H);
+    const m = renderFrameMask(prob, kept, S, 0.5, frame, W, H);
     // Naive reference: restricted map (kept and its 1-px rim), bilinear, zero outside.
     const p = new Float32Array(S * S);
     for (let v = 0; v < S; v++)
@@ -140,13 +119,11 @@ describe("renderFullMask()", () => {
               if (vv >= 0 && vv < S && uu >= 0 && uu < S) p[vv * S + uu] = prob[vv * S + uu];
             }
     const at = (u: number, v: number) => (u < 0 || v < 0 || u >= S || v >= S ? 0 : p[v * S + u]);
-    const k = box.side / S;
     const want = new Uint8Array(W * H);
     let n = 0;
     for (let y = 0; y < H; y++)
       for (let x = 0; x < W; x++) {
-        const u = (x - box.x + 0.5) / k - 0.5;
-        const v = (y - box.y + 0.5) / k - 0.5;
+        const [u, v] = imageToFrame(frame, S, x + 0.5, y + 0.5);
         const iu = Math.floor(u);
         const iv = Math.floor(v);
         const a = u - iu;
@@ -165,7 +142,7 @@ describe("renderFullMask()", () => {
   it("clips a crop that extends beyond the image", () => {
     const prob = map([[0, 0, 64, 64]]);
     const kept = new Uint8Array(S * S).fill(1);
-    const m = renderFullMask(prob, kept, S, 0.5, { x: -64, y: -64, side: 256 }, 100, 80);
+    const m = renderFrameMask(prob, kept, S, 0.5, squareFrame({ x: -64, y: -64, side: 256 }), 100, 80);
     expect([m.width, m.height]).toEqual([100, 80]);
     expect(m.x0).toBeGreaterThanOrEqual(0);
     expect(m.y0).toBeGreaterThanOrEqual(0);
@@ -176,7 +153,7 @@ describe("renderFullMask()", () => {
   });
 
   it("returns an empty mask when nothing is kept", () => {
-    const m = renderFullMask(map([[0, 0, 10, 10]]), new Uint8Array(S * S), S, 0.5, { x: 0, y: 0, side: 64 }, 64, 64);
+    const m = renderFrameMask(map([[0, 0, 10, 10]]), new Uint8Array(S * S), S, 0.5, squareFrame({ x: 0, y: 0, side: 64 }), 64, 64);
     expect(m.pixels).toBe(0);
     expect(m.data.length).toBe(0);
   });

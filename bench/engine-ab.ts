@@ -1,0 +1,105 @@
+/**
+ * engine-ab: the engine's own time per image (analyzeImage(), in this process, one onnxruntime
+ * thread per session as a worker runs it) of this checkout against another checkout's, on the
+ * same photos, in alternating rounds so that a machine whose speed drifts moves both sides alike.
+ *
+ *     node --import tsx bench/engine-ab.ts --a <other checkout> [--rounds 8]
+ *
+ * Workloads: the README's sample photo scaled to 12 MP (a whole hand, so that every stage of the
+ * landmark pipeline runs), and the real 12 MP photo IMG_0384.jpg of ../shared/real-palms when present.
+ * Prints per workload the median of each side, the median of the per-round ratios (this / a),
+ * and both sides' lines found.
+ */
+import { existsSync, readFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
+import sharp from "sharp";
+import { analyzeImage, createPipelineEngine } from "../src/inference/pipeline.js";
+import { argValue } from "./args.js";
+import { median } from "./stats.js";
+
+interface Side {
+  name: string;
+  run(bytes: Uint8Array): Promise<{ ms: number; lines: string }>;
+  close(): Promise<void>;
+}
+
+const lines = (stats: Record<string, { detected: boolean }>) =>
+  Object.entries(stats)
+    .filter(([, s]) => s.detected)
+    .map(([n]) => n)
+    .join(",") || "-";
+
+async function thisSide(): Promise<Side> {
+  const engine = await createPipelineEngine({ intraOpNumThreads: 1 });
+  return {
+    name: `this (${engine.lines.metadata.model})`,
+    async run(bytes) {
+      const { result, timings } = await analyzeImage(bytes, engine);
+      return { ms: timings.total, lines: lines(result.stats) };
+    },
+    close: () => engine.close(),
+  };
+}
+
+/** otherSide loads the other checkout's pipeline: whatever its analyzeImage takes (a model session, or an engine). */
+async function otherSide(dir: string): Promise<Side> {
+  const url = (p: string) => pathToFileURL(join(dir, p)).href;
+  const pipeline = await import(url("src/inference/pipeline.ts"));
+  const modelPath = join(dir, "models/palm-lines/palm-lines.onnx");
+  const handle = pipeline.createPipelineEngine
+    ? await pipeline.createPipelineEngine({ intraOpNumThreads: 1, modelPath })
+    : await (await import(url("src/inference/model-session.ts"))).createModelSession({ intraOpNumThreads: 1, modelPath });
+  const metadata = handle.metadata ?? handle.lines.metadata;
+  return {
+    name: `a (${metadata.model})`,
+    async run(bytes) {
+      const { result, timings } = await pipeline.analyzeImage(bytes, handle);
+      return { ms: timings.total, lines: lines(result.stats) };
+    },
+    close: () => (handle.close ? handle.close() : handle.release()),
+  };
+}
+
+async function main(): Promise<void> {
+  const a = argValue("--a");
+  if (!a) throw new Error("usage: bench/engine-ab.ts --a <other checkout> [--rounds N]");
+  const rounds = Number(argValue("--rounds") ?? 8);
+  sharp.cache(false);
+  const sample = readFileSync(new URL("../examples/sample-palm.jpg", import.meta.url));
+  const workloads: { name: string; bytes: Uint8Array }[] = [
+    { name: "sample x 12 MP", bytes: await sharp(sample).resize(3024, 4032, { kernel: "lanczos3" }).jpeg({ quality: 92 }).toBuffer() },
+  ];
+  const real = resolve(new URL(".", import.meta.url).pathname, "../../shared/real-palms/IMG_0384.jpg");
+  if (existsSync(real)) workloads.push({ name: "IMG_0384 (12 MP)", bytes: readFileSync(real) });
+  const sides = [await thisSide(), await otherSide(resolve(a))];
+  try {
+    console.log(`| workload | ${sides[0].name} ms | ${sides[1].name} ms | this / a (median of ${rounds} rounds) | lines this / a |`);
+    console.log("|---|---|---|---|---|");
+    for (const w of workloads) {
+      for (const s of sides) await s.run(w.bytes); // warm-up, untimed
+      const ms: number[][] = [[], []];
+      const ratios: number[] = [];
+      let found = ["", ""];
+      for (let r = 0; r < rounds; r++) {
+        const order = r % 2 === 0 ? [0, 1] : [1, 0];
+        const got: number[] = [];
+        for (const i of order) {
+          const { ms: t, lines: l } = await sides[i].run(w.bytes);
+          got[i] = t;
+          ms[i].push(t);
+          found[i] = l;
+        }
+        ratios.push(got[0] / got[1]);
+      }
+      console.log(`| ${w.name} | ${median(ms[0]).toFixed(0)} | ${median(ms[1]).toFixed(0)} | ${median(ratios).toFixed(3)}x | ${found[0]} / ${found[1]} |`);
+    }
+  } finally {
+    for (const s of sides) await s.close();
+  }
+}
+
+main().catch((e: unknown) => {
+  console.error(e instanceof Error ? e.message : e);
+  process.exitCode = 1;
+});
