@@ -288,7 +288,7 @@ describe("createAnalyzer() admission control", () => {
   });
 
   it("keeps the main thread responsive while analyses run: its worst event-loop stall is a fraction of running them in-process", async () => {
-    // A 2000 x 1500 photo. In-process, each inference blocks the loop for its whole run; in the
+    // A 1500 x 2000 photo of a hand. In-process, each inference blocks the loop for its whole run; in the
     // worker the main thread only passes messages. Compared side by side (not against a fixed
     // time), so a slow or busy machine slows both.
     const big = await sharp(fixtureImage("hand-0")).resize(1500, 2000, { fit: "fill" }).jpeg().toBuffer(); // a hand: every stage runs
