@@ -105,6 +105,18 @@ def select_line(prob, thr, det, palm_dist=None):
     return (kept if detected else none), detected
 
 
+def grow_line(prob, kept, low, palm_dist=None):
+    """The engine's growLine: pixels above `low`, 8-connected to the kept line through such
+    pixels and within 3% of S of the palm, join it (hysteresis)."""
+    S = prob.shape[0]
+    cond = prob > low
+    if palm_dist is not None:
+        cond &= palm_dist <= 0.03 * S
+    n, lab = cv2.connectedComponents((cond | (kept > 0)).astype(np.uint8), connectivity=8)
+    hit = np.unique(lab[kept > 0])
+    return np.isin(lab, hit[hit > 0]).astype(np.uint8)
+
+
 def palm_distance(palm_prob, thr):
     """Distance in pixels to the palm mask (palm_prob > thr), None without a palm pixel."""
     palm = palm_prob > thr
@@ -276,6 +288,9 @@ def detected_lines(p2, thr, det, palm_ok=True):
     p2 = p2.astype(np.float32)
     pd = palm_distance(p2[0], thr["palm"])
     kept = {n: select_line(p2[ci], thr[n], det, pd) for ci, n in enumerate(LINES, 1)}
+    grow = det.get("grow")
+    if grow:
+        kept = {n: ((grow_line(p2[ci], cc, grow[n], pd) if ok else cc), ok) for ci, (n, (cc, ok)) in enumerate(kept.items(), 1)}
     count = sum(ok for _, ok in kept.values()) if palm_ok else 0
     if count < det.get("min_lines", 1):
         kept = {n: (np.zeros_like(cc), False) for n, (cc, _) in kept.items()}
@@ -504,10 +519,27 @@ def tune_canonical(net, data_root, calib_path):
                 best = (key, mp, mc, clean, rate)
     _, mp, mc, nc, rate = best
     print(f"detection: min_pixels {mp}, min_confidence {mc} (val negatives clean {nc:.3f}, val line detection {rate:.3f})")
+    # Per line, the hysteresis threshold a detected line is followed along (`grow`): the one under
+    # which the most validation palms, plain and with long faint stretches (val_canon_fades), have
+    # the line localised; ties to the 3-px F1 after post-processing, then to the higher threshold.
+    fi, fm, _ = load_shards(os.path.join(data_root, "val_canon_fades"))
+    gp, gg = np.concatenate([vp, predict(net, fi)]), np.concatenate([vg, unpack(fm)])
+    grow = {}
+    for ci, name in enumerate(LINES, 1):
+        best = None
+        for f in (1.0, 0.8, 0.65, 0.5, 0.4, 0.3):
+            low = round(thr[name] * f, 3)
+            det = {"min_pixels": mp, "min_confidence": mc, "min_lines": 1, "grow": {**{n: thr[n] for n in LINES}, name: low}}
+            res = line_metrics(gp, gg, thr, det)[name]
+            key = (res["localised_share"], res["post_f1"], low)
+            print(f"  grow {name} {low:.3f}: localised {key[0]:.3f}, F1 post {key[1]:.3f}")
+            best = max(best or key, key)
+        grow[name] = best[2]
+        print(f"grow {name}: {best[2]} (val localised {best[0]:.3f}, F1 post {best[1]:.3f})")
     best = None
     for min_palm in (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3):
         for ml in (1, 2, 3):
-            det = {"min_pixels": mp, "min_confidence": mc, "min_lines": ml}
+            det = {"min_pixels": mp, "min_confidence": mc, "min_lines": ml, "grow": grow}
             palms = float(np.mean(canonical_reported(vp, thr, det, min_palm)))
             clean = float(np.mean(~canonical_reported(np_, thr, det, min_palm)))
             key = (round((palms + clean) / 2, 4), -min_palm, -ml)
@@ -516,7 +548,7 @@ def tune_canonical(net, data_root, calib_path):
     _, min_palm, ml, palms, clean = best
     print(f"min_palm {min_palm}, min_lines {ml}: val palms answered with lines {palms:.3f}, val backs without {clean:.3f}")
     calib["crop"] = {**calib["crop"], "min_palm": min_palm}
-    calib.update({"thresholds": thr, "detection": {"min_pixels": mp, "min_confidence": mc, "min_lines": ml}})
+    calib.update({"thresholds": thr, "grow": grow, "detection": {"min_pixels": mp, "min_confidence": mc, "min_lines": ml}})
     os.makedirs(os.path.dirname(os.path.abspath(calib_path)), exist_ok=True)
     with open(calib_path, "w") as f:
         json.dump(calib, f, indent=1)
@@ -527,7 +559,7 @@ def tune_canonical(net, data_root, calib_path):
 def evaluate_canonical(net, data_root, split, calib, limit=None):
     """Metrics in the canonical frame: lines on {split}_canon, palm IoU there, and the share of
     {split}_canon_neg (backs of hands) and of {split}_canon answered as the engine answers."""
-    thr, det = calib["thresholds"], calib["detection"]
+    thr, det = calib["thresholds"], {**calib["detection"], **({"grow": calib["grow"]} if "grow" in calib else {})}
     min_palm = calib["crop"].get("min_palm", 0.0)
     ci_, cm, _ = load_shards(os.path.join(data_root, f"{split}_canon"), limit)
     cp, cg = predict(net, ci_), unpack(cm)
@@ -568,7 +600,7 @@ def main():
     if a.onnx:
         meta = {p.key: p.value for p in onnx.load(a.onnx).metadata_props}
         calib = {"thresholds": json.loads(meta["thresholds"]), "detection": json.loads(meta["detection"]),
-                 "crop": json.loads(meta["crop"])}
+                 "crop": json.loads(meta["crop"]), **({"grow": json.loads(meta["grow"])} if "grow" in meta else {})}
     else:
         calib = exp.load_calib(a.calib)
     thr, det, margin = calib["thresholds"], calib["detection"], calib["crop"]["margin"]

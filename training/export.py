@@ -46,6 +46,7 @@ def metadata(calib):
         "thresholds": json.dumps(calib["thresholds"]),
         "detection": json.dumps(calib["detection"]),
         "crop": json.dumps(calib["crop"]),
+        **({"grow": json.dumps(calib["grow"])} if "grow" in calib else {}),
     }
 
 

@@ -32,6 +32,12 @@ export interface ModelMetadata {
   /** Decision thresholds on the sigmoid probabilities. */
   thresholds: { palm: number; heart: number; head: number; life: number };
   /**
+   * Per line, the lower threshold a detected line is followed along (hysteresis: pixels above it
+   * connected to the kept line, near the palm, join it). Equal to the line's threshold when the
+   * optional `grow` metadata is absent: no growth.
+   */
+  grow: { heart: number; head: number; life: number };
+  /**
    * A line is detected when its kept component has at least `minPixels` (model resolution, crop
    * pass) and mean probability at least `minConfidence`; an image with fewer than `minLines`
    * lines detected that way reports none (a lone crease is what a back of hand most often shows).
@@ -170,7 +176,8 @@ export const DEFAULT_CROP_MIN_PALM = 0;
  * life), `thresholds`. Optional keys and their defaults: `channel_order` "RGB",
  * `normalization` {scale 255, mean 0, std 1}, `letterbox` "center,pad=0", `detection`
  * {@link DEFAULT_DETECTION}, `crop` {margin {@link DEFAULT_CROP_MARGIN}, min_palm
- * {@link DEFAULT_CROP_MIN_PALM}, proposal: `thresholds.palm`}.
+ * {@link DEFAULT_CROP_MIN_PALM}, proposal: `thresholds.palm`}, `grow` (per line, at most its
+ * threshold; default the threshold).
  * Throws {@link ModelMetadataError} naming the offending key.
  */
 export function parseModelMetadata(props: Record<string, string>): ModelMetadata {
@@ -226,6 +233,13 @@ export function parseModelMetadata(props: Record<string, string>): ModelMetadata
   const thr = (k: string): number => num(t[k], `thresholds.${k}`, 0, 1);
   const thresholds = { palm: thr("palm"), heart: thr("heart"), head: thr("head"), life: thr("life") };
 
+  const grow = { heart: thresholds.heart, head: thresholds.head, life: thresholds.life };
+  if (props.grow !== undefined) {
+    const g = parseJson(props, "grow") as Record<string, unknown> | null;
+    if (g === null || typeof g !== "object") throw new ModelMetadataError(`metadata "grow" must be an object`);
+    for (const line of LINE_NAMES) if (g[line] !== undefined) grow[line] = num(g[line], `grow.${line}`, 0, thresholds[line]);
+  }
+
   const detection: ModelMetadata["detection"] = { ...DEFAULT_DETECTION };
   if (props.detection !== undefined) {
     const d = parseJson(props, "detection") as Record<string, unknown> | null;
@@ -257,6 +271,7 @@ export function parseModelMetadata(props: Record<string, string>): ModelMetadata
     letterboxPad,
     channels,
     thresholds,
+    grow,
     detection,
     cropMargin,
     cropMinPalm,

@@ -22,7 +22,7 @@ import {
 import { linePath, polylineLength } from "./line-geometry.js";
 import type { ModelMetadata } from "./model-metadata.js";
 import { createModelSession, type ModelSession, type ModelSessionOptions } from "./model-session.js";
-import { palmDistanceMap, palmShare, renderFrameMask, selectLine, type FullMask } from "./postprocess.js";
+import { growLine, palmDistanceMap, palmShare, renderFrameMask, selectLine, type FullMask } from "./postprocess.js";
 
 /** StageTimings are milliseconds spent per pipeline stage for one image. */
 export interface StageTimings {
@@ -170,13 +170,14 @@ export async function analyzeImage(
             minConfidence: meta.detection.minConfidence,
             palmDistance,
           });
-          if (sel.detected) selected.push({ line, prob, kept: sel.kept });
+          // Detected on the line's threshold; then followed along weaker evidence (`grow`).
+          if (sel.detected) selected.push({ line, prob, kept: growLine(prob, sel.kept, S, meta.grow[line], palmDistance) });
         }
         // Fewer lines than the model's `detection.min_lines` on a palm: none is reported (checked
         // again after rendering: a line can render to no pixel).
         if (selected.length >= meta.detection.minLines) {
           for (const { line, prob, kept } of selected) {
-            masks[line] = renderFrameMask(prob, kept, S, meta.thresholds[line], frame, width, height);
+            masks[line] = renderFrameMask(prob, kept, S, meta.grow[line], frame, width, height);
             detected[line] = masks[line].pixels > 0;
             paths[line] = linePath(kept, S, line).map(([u, v]) => {
               const [x, y] = frameToImage(frame, S, u, v);

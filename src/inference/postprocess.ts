@@ -219,6 +219,38 @@ export function selectLine(prob: Float32Array, size: number, options: SelectLine
   return { detected, kept, pixels, meanProb };
 }
 
+/**
+ * growLine follows a detected line along weaker evidence (hysteresis): pixels above `low`,
+ * 8-connected to the kept line through such pixels and near the palm (within 3% of S of it, the
+ * rule of {@link selectLine}), join it. A faint stretch of a crease continues the line instead
+ * of ending it. Returns a new mask; `kept` itself when `low` adds nothing.
+ * Pinned by test/unit/inference/postprocess.spec.ts.
+ */
+export function growLine(prob: Float32Array, kept: Uint8Array, size: number, low: number, palmDistance: Float32Array | null): Uint8Array {
+  const out = Uint8Array.from(kept);
+  const nearLimit = 0.03 * size;
+  const stack: number[] = [];
+  for (let i = 0; i < out.length; i++) if (out[i]) stack.push(i);
+  while (stack.length) {
+    const i = stack.pop()!;
+    const u = i % size;
+    const v = (i - u) / size;
+    for (let dv = -1; dv <= 1; dv++) {
+      const vv = v + dv;
+      if (vv < 0 || vv >= size) continue;
+      for (let du = -1; du <= 1; du++) {
+        const uu = u + du;
+        if (uu < 0 || uu >= size) continue;
+        const j = vv * size + uu;
+        if (out[j] || prob[j] <= low || (palmDistance && palmDistance[j] > nearLimit)) continue;
+        out[j] = 1;
+        stack.push(j);
+      }
+    }
+  }
+  return out;
+}
+
 /** FullMask is a full-size line mask plus the probability sum over its pixels. */
 export interface FullMask extends BoxMask {
   /** Set pixels. */
