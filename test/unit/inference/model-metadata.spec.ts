@@ -119,6 +119,12 @@ describe("parseModelMetadata()", () => {
     expect(m.cropMargin).toBe(0.15);
     expect(m.cropMinPalm).toBe(0);
     expect(m.palmProposal).toBe(m.thresholds.palm);
+    expect(m.grow).toEqual({ heart: m.thresholds.heart, head: m.thresholds.head, life: m.thresholds.life });
+  });
+
+  it("reads per-line grow thresholds, a missing line keeping its own threshold", () => {
+    const m = parseModelMetadata({ ...FULL, grow: '{"life":0.2,"head":0.3}' });
+    expect(m.grow).toEqual({ heart: 0.4, head: 0.3, life: 0.2 });
   });
 
   it.each([
@@ -130,6 +136,7 @@ describe("parseModelMetadata()", () => {
     [{ crop: '{"margin":0.2,"min_palm":1.5}' }, "crop.min_palm must be a number in [0, 1]"],
     [{ crop: '{"proposal":-0.1}' }, "crop.proposal must be a number in [0, 1]"],
     [{ detection: '{"min_lines":4}' }, "detection.min_lines must be a number in [1, 3]"],
+    [{ grow: '{"life":0.9}' }, "grow.life must be a number in [0, 0.55]"],
     [{ detection: '{"min_lines":1.5}' }, "detection.min_lines must be an integer"],
     [{ input_size: "big" }, 'metadata "input_size" must be an integer'],
     [{ channel_order: "GBR" }, 'metadata "channel_order" must be RGB or BGR'],

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { countMask, maskToBytes } from "../../../src/image/mask.js";
-import { labelComponents, palmDistanceMap, renderFrameMask, selectLine } from "../../../src/inference/postprocess.js";
+import { growLine, labelComponents, palmDistanceMap, renderFrameMask, selectLine } from "../../../src/inference/postprocess.js";
 import { imageToFrame, squareFrame, type PalmFrame } from "../../../src/landmarks/palm-frame.js";
 
 const S = 64;
@@ -22,6 +22,28 @@ describe("labelComponents()", () => {
     const c = labelComponents(m, S, S, 0.5);
     expect(c.count).toBe(2);
     expect(Array.from(c.sizes).slice(1).sort()).toEqual([2, 6]);
+  });
+});
+
+describe("growLine()", () => {
+  it("follows a line through its faint stretch, not into a separate faint crease or off the palm", () => {
+    // A line at 0.9 (x 5..20), faint at 0.3 (x 20..45), then a separate faint crease (x 50..60).
+    const prob = map([[5, 30, 20, 32, 0.9], [20, 30, 45, 32, 0.3], [50, 30, 60, 32, 0.3], [20, 10, 30, 12, 0.3]]);
+    const kept = new Uint8Array(S * S);
+    for (let i = 0; i < kept.length; i++) kept[i] = prob[i] > 0.5 ? 1 : 0;
+    const at = (m: Uint8Array, x: number, y: number) => m[y * S + x];
+    const grown = growLine(prob, kept, S, 0.2, null);
+    expect(at(grown, 44, 30)).toBe(1); // the faint stretch joins
+    expect(at(grown, 55, 30)).toBe(0); // a gap stops it
+    expect(at(grown, 25, 10)).toBe(0); // not connected
+    expect(countMask({ width: S, height: S, x0: 0, y0: 0, x1: S, y1: S, data: grown })).toBe(2 * 40);
+    // At the line's own threshold nothing is added.
+    expect(growLine(prob, kept, S, 0.5, null)).toEqual(kept);
+    // Off the palm (palm only left of x = 30): growth stops within 3% of S of it.
+    const palm = map([[0, 0, 30, S]]);
+    const near = growLine(prob, kept, S, 0.2, palmDistanceMap(palm, S, 0.5));
+    expect(at(near, 30, 30)).toBe(1);
+    expect(at(near, 40, 30)).toBe(0);
   });
 });
 
