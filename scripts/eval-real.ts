@@ -12,7 +12,10 @@
  * mean distance <= 4% && coverage >= 60%. Handedness is checked against the annotation's own
  * geometry (which side of the palm the head line starts on). Non-palm photos are the real
  * photographs Debian's python3-skimage ships (when installed): how many get a line, and why not.
- * `--out dir` also writes, per photo as taken, the overlay with the annotations drawn in white.
+ * `--out dir` also writes, per photo as taken, the overlay with the annotations drawn in white
+ * (`.overlay.jpg`, a copy of the photo: keep it out of the repository) and the same lines without
+ * the photo (`.lines.png`, the masks in their colours and the annotations on grey, at most 480 px:
+ * what the model card shows).
  */
 import { existsSync } from "node:fs";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
@@ -160,6 +163,35 @@ function annotationSvg(a: Annotation): Buffer {
   return Buffer.from(`<svg xmlns="http://www.w3.org/2000/svg" width="${a.width}" height="${a.height}">${lines}</svg>`);
 }
 
+/** linesPicture draws the engine's masks (heart red, head blue, life green) and the annotations (white, dashed) on grey: no pixel of the photo. */
+async function linesPicture(a: Annotation, result: { width: number; height: number; masks: Record<LineName, Uint8Array> }): Promise<Buffer> {
+  const scale = Math.min(1, 480 / Math.max(a.width, a.height));
+  const w = Math.round(a.width * scale);
+  const h = Math.round(a.height * scale);
+  const colours: Record<LineName, [number, number, number]> = { heart: [230, 40, 40], head: [40, 80, 240], life: [30, 200, 60] };
+  const layers = [];
+  for (const line of LINE_NAMES) {
+    const [r, g, b] = colours[line];
+    const alpha = await sharp(result.masks[line]).resize(w, h, { kernel: "linear" }).toColourspace("b-w").raw().toBuffer();
+    const rgba = Buffer.alloc(w * h * 4);
+    for (let i = 0; i < w * h; i++) {
+      rgba[i * 4] = r;
+      rgba[i * 4 + 1] = g;
+      rgba[i * 4 + 2] = b;
+      rgba[i * 4 + 3] = Math.min(255, alpha[i] * 3);
+    }
+    layers.push({ input: rgba, raw: { width: w, height: h, channels: 4 as const } });
+  }
+  const stroke = 1.5;
+  const svg = `<svg xmlns="http://www.w3.org/2000/svg" width="${w}" height="${h}">${LINE_NAMES.map(
+    (l) => `<polyline points="${a.lines[l].points.map(([x, y]) => `${x * scale},${y * scale}`).join(" ")}" fill="none" stroke="white" stroke-width="${stroke}" stroke-dasharray="5,4"/>`,
+  ).join("")}</svg>`;
+  return sharp({ create: { width: w, height: h, channels: 3, background: { r: 70, g: 70, b: 70 } } })
+    .composite([...layers, { input: Buffer.from(svg) }])
+    .png()
+    .toBuffer();
+}
+
 async function main(): Promise<number> {
   const { values } = parseArgs({ options: { out: { type: "string" }, model: { type: "string" }, detail: { type: "boolean" } } });
   if (!existsSync(join(REAL, "annotations.json"))) {
@@ -209,6 +241,7 @@ async function main(): Promise<number> {
         }
         if (values.out && variant.name === "as taken") {
           await mkdir(values.out, { recursive: true });
+          await writeFile(join(values.out, a.file.replace(/\.[^.]+$/, "") + ".lines.png"), await linesPicture(a, result));
           await sharp(result.overlay)
             .composite([{ input: annotationSvg(a) }])
             .jpeg({ quality: 85 })
