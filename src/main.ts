@@ -34,7 +34,7 @@ async function main(): Promise<void> {
     schedIdle: config.workerSched === "idle",
   });
   const { store, kind, devKey, devKeyGenerated } = await openStore(config, logger);
-  const server = createPalmServer({ analyzer, store, config, logger });
+  const server = createPalmServer({ analyzer, store, config, logger, devKey });
   const port = await server.listen();
   priority.sweep();
   logger.info({ port, store: kind, model: analyzer.model }, "palm-api listening (gRPC, gRPC-Web, Connect, REST)");

@@ -43,11 +43,14 @@ export interface InterceptorsOptions {
   logger: Logger;
   /** Clock for quota periods (tests). */
   now?: () => Date;
+  /** Outermost interceptor counting every RPC (src/ops/metrics.ts). Default: none. */
+  metrics?: Interceptor;
 }
 
-/** createInterceptors returns the chain, outermost first: request id/log/errors, API key, quota. */
+/** createInterceptors returns the chain, outermost first: metrics, request id/log/errors, API key, quota. */
 export function createInterceptors(options: InterceptorsOptions): Interceptor[] {
   return [
+    ...(options.metrics ? [options.metrics] : []),
     createRequestInterceptor({ logger: options.logger }),
     createApiKeyInterceptor({ store: options.store, publicMethods: PUBLIC_METHODS }),
     createQuotaInterceptor({
