@@ -243,14 +243,15 @@ export function buildOpenApi(services: readonly DescService[], http: DescExtensi
     return responses;
   }
 
-  const pkg = services[0]?.file.proto.package ?? "";
+  const rest = services.filter((s) => tags.some((t) => t.name === s.typeName));
+  const pkg = rest[0]?.file.proto.package ?? "";
   return {
     openapi: "3.1.0",
     info: {
       title: options.title,
       version: pkg.split(".").pop() ?? "",
       description:
-        `The REST surface of ${services.map((s) => s.typeName).join(", ")}, generated from the proto by scripts/protoc-gen-openapi.ts. ` +
+        `The REST surface of ${rest.map((s) => s.typeName).join(", ")}, generated from the proto by scripts/protoc-gen-openapi.ts. ` +
         "The same service answers gRPC, gRPC-Web and Connect on the same port.",
     },
     tags,
