@@ -62,4 +62,39 @@ describe("README examples", () => {
     expect(stdout).toMatch(/^quota: \d+ of 10000 left$/m);
     expect(stdout).toContain(`"model": "${analyzer.model}"`);
   });
+
+  /** runExample runs an example and resolves with its exit code and output, failures included. */
+  async function runExample(file: string, extraEnv: NodeJS.ProcessEnv, args: string[] = []) {
+    try {
+      const { stdout, stderr } = await run(process.execPath, ["--import", "tsx", file, ...args], { cwd: root, env: { ...env(), ...extraEnv } });
+      return { code: 0, stdout, stderr };
+    } catch (e) {
+      const err = e as { code: number; stdout: string; stderr: string };
+      return { code: err.code, stdout: err.stdout, stderr: err.stderr };
+    }
+  }
+
+  describe.each(["examples/grpc-js-client.ts", "examples/connect-client.ts"])("%s", (file) => {
+    it("refuses the README's placeholder key in one line, without sending it", async () => {
+      for (const placeholder of ["palm_live_…", ""]) {
+        const out = await runExample(file, { PALM_API_KEY: placeholder });
+        expect(out.code).toBe(2);
+        expect(out.stdout).toBe("");
+        expect(out.stderr).toBe("error: set PALM_API_KEY to the key `npm start` printed (palm_live_ and 32 hex characters)\n");
+      }
+    });
+
+    it("prints the error table's code of an unknown key", async () => {
+      const out = await runExample(file, { PALM_API_KEY: `palm_live_${"0".repeat(32)}` });
+      expect(out.code).toBe(1);
+      expect(out.stderr).toMatch(/^error: invalid_api_key: The API key is not valid\.\n$/);
+    });
+
+    it("reads the quota from the error's trailers and prints the error's code", async () => {
+      const out = await runExample(file, {}, ["package.json"]);
+      expect(out.code).toBe(1);
+      expect(out.stdout).toMatch(/^quota: \d+ of 10000 left\n$/);
+      expect(out.stderr).toMatch(/^error: unsupported_image_format: /);
+    });
+  });
 });
