@@ -1,10 +1,13 @@
 /**
- * The README's examples run against a real server: the curl command (read from README.md), the
- * @grpc/grpc-js client and the Connect client in examples/.
+ * The README's examples run against a real server: the curl command and the overlay command (read
+ * from README.md), the @grpc/grpc-js client and the Connect client in examples/.
  */
 import { execFile } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { promisify } from "node:util";
+import sharp from "sharp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createMemoryStore } from "../../src/auth/memory-store.js";
 import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
@@ -40,15 +43,28 @@ function env(): NodeJS.ProcessEnv {
 }
 
 describe("README examples", () => {
-  it.skipIf(!hasCurl)("runs the README's curl command on examples/sample-palm.jpg", async () => {
+  it.skipIf(!hasCurl)("runs the README's curl command on examples/sample-palm.jpg, then saves the overlay as it says", async () => {
     const readme = readFileSync(`${root}README.md`, "utf8");
-    const block = /<!-- curl-example -->\s*```sh\n([\s\S]*?)```/.exec(readme)?.[1];
-    expect(block).toBeDefined();
-    const script = block!.replaceAll("http://localhost:8080", srv.url);
-    const { stdout } = await run("bash", ["-euo", "pipefail", "-c", script], { cwd: root, env: env() });
-    const json = JSON.parse(stdout);
-    expect(json.object).toBe("palm.analysis");
-    expect(json.model).toBe(analyzer.model);
+    const block = (marker: string) => new RegExp(`<!-- ${marker} -->\\s*\`\`\`sh\\n([\\s\\S]*?)\`\`\``).exec(readme)?.[1];
+    const curl = block("curl-example");
+    const overlay = block("overlay-example");
+    expect(curl).toBeDefined();
+    expect(overlay).toBeDefined();
+    // A directory of its own with the repository's examples/, as a user's checkout would have.
+    const dir = mkdtempSync(join(tmpdir(), "palm-readme-"));
+    try {
+      symlinkSync(`${root}examples`, join(dir, "examples"));
+      await run("bash", ["-euo", "pipefail", "-c", curl!.replaceAll("http://localhost:8080", srv.url)], { cwd: dir, env: env() });
+      const json = JSON.parse(readFileSync(join(dir, "result.json"), "utf8"));
+      expect(json.object).toBe("palm.analysis");
+      expect(json.model).toBe(analyzer.model);
+      await run("bash", ["-euo", "pipefail", "-c", overlay!], { cwd: dir, env: env() });
+      const jpeg = await sharp(join(dir, "overlay.jpg")).metadata();
+      const sample = await sharp(`${root}examples/sample-palm.jpg`).rotate().metadata();
+      expect({ format: jpeg.format, width: jpeg.width, height: jpeg.height }).toEqual({ format: "jpeg", width: sample.width, height: sample.height });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("runs examples/grpc-js-client.ts", async () => {
