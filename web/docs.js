@@ -5,4 +5,5 @@ window.ui = SwaggerUIBundle({
   dom_id: "#swagger-ui",
   deepLinking: true,
   tryItOutEnabled: false,
+  validatorUrl: null, // swagger-ui would otherwise ask an online validator for a badge
 });

@@ -154,4 +154,21 @@ describe.skipIf(!browserPath.path)(`demo page (GET /)${browserPath.path ? "" : `
     expect(await page.isHidden("#result")).toBe(true);
     await page.close();
   });
+
+  it("renders the OpenAPI document at /docs with the locally served viewer, every route listed", async () => {
+    const page = await browser.newPage();
+    const problems: string[] = [];
+    const foreign: string[] = [];
+    page.on("pageerror", (e) => problems.push(e.message));
+    page.on("console", (m) => m.type() === "error" && problems.push(m.text()));
+    page.on("request", (r) => !r.url().startsWith(srv.url) && !r.url().startsWith("data:") && foreign.push(r.url()));
+    await page.goto(`${srv.url}/docs`);
+    await page.waitForSelector(".opblock-summary-path", { timeout: 30_000 });
+    const paths = await page.$$eval(".opblock-summary-path", (els) => els.map((e) => e.getAttribute("data-path")));
+    const doc = await (await fetch(`${srv.url}/openapi.json`)).json();
+    expect(paths.sort()).toEqual(Object.keys(doc.paths).sort());
+    expect(foreign).toEqual([]); // nothing from a CDN
+    expect(problems).toEqual([]);
+    await page.close();
+  });
 });
