@@ -42,7 +42,7 @@ async function main(): Promise<void> {
     // Shown once, on stdout, on purpose: the only place this generated key ever appears.
     process.stdout.write(
       `\n  Development API key (in-memory store, client "dev", plan "pro"; new at every start):\n\n    ${devKey}\n\n` +
-        `  Try: curl -s http://localhost:${port}/v1/palm/health\n\n`,
+        `  Demo page (key filled in): http://localhost:${port}/   API reference: http://localhost:${port}/docs\n\n`,
     );
   }
 
