@@ -6,8 +6,7 @@
 import sharp from "sharp";
 import { decodeImage } from "../src/image/decode.js";
 import { preprocessLetterbox } from "../src/image/preprocess.js";
-import { createModelSession, type ModelSession } from "../src/inference/model-session.js";
-import { analyzeImage, tensorSpec, type StageTimings } from "../src/inference/pipeline.js";
+import { analyzeImage, createPipelineEngine, tensorSpec, type StageTimings } from "../src/inference/pipeline.js";
 import { median } from "./stats.js";
 import type { Workload } from "./workloads.js";
 
@@ -49,7 +48,8 @@ export interface FloorOptions {
 /** measureFloor loads one model session and measures every workload. */
 export async function measureFloor(workloads: readonly Workload[], options: FloorOptions): Promise<FloorResult[]> {
   sharp.cache(false); // as inference-worker.ts
-  const session: ModelSession = await createModelSession({ intraOpNumThreads: options.intraOpNumThreads ?? 1 });
+  const engine = await createPipelineEngine({ intraOpNumThreads: options.intraOpNumThreads ?? 1 });
+  const session = engine.lines;
   const spec = tensorSpec(session.metadata);
   const results: FloorResult[] = [];
   try {
@@ -58,7 +58,7 @@ export async function measureFloor(workloads: readonly Workload[], options: Floo
       const add = (k: string, v: number) => (samples[k] ??= []).push(v);
       let detected: string[] = [];
       // One untimed round first (page cache, lazy allocations).
-      await analyzeImage(w.bytes, session);
+      await analyzeImage(w.bytes, engine);
       for (let i = 0; i < options.iterations; i++) {
         let t = performance.now();
         const image = await decodeImage(w.bytes);
@@ -71,7 +71,7 @@ export async function measureFloor(workloads: readonly Workload[], options: Floo
         add("infer", performance.now() - t);
         const cpu0 = process.cpuUsage();
         const t0 = performance.now();
-        const { result, timings } = await analyzeImage(w.bytes, session);
+        const { result, timings } = await analyzeImage(w.bytes, engine);
         const cpu = process.cpuUsage(cpu0);
         add("cores", (cpu.user + cpu.system) / 1000 / (performance.now() - t0));
         for (const k of Object.keys(timings) as (keyof StageTimings)[]) add(`engine.${k}`, timings[k]);
@@ -97,7 +97,7 @@ export async function measureFloor(workloads: readonly Workload[], options: Floo
       });
     }
   } finally {
-    await session.release();
+    await engine.close();
   }
   return results;
 }

@@ -20,8 +20,7 @@ import { PalmService } from "../gen/palm/v1/palm_pb.js";
 import { ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.js";
 import { generateApiKey } from "../src/auth/api-key.js";
 import { createAnalyzer } from "../src/inference/analyzer.js";
-import { createModelSession } from "../src/inference/model-session.js";
-import { analyzeImage } from "../src/inference/pipeline.js";
+import { analyzeImage, createPipelineEngine } from "../src/inference/pipeline.js";
 import { callUnary, createGrpcJsClient } from "../test/helpers/grpc.js";
 import { argv, argValue, envArg, hasFlag } from "./args.js";
 import { analyzeLoad, probeHealth, saturatedHealth, warmUp } from "./health-probe.js";
@@ -301,13 +300,13 @@ async function main(): Promise<void> {
       {
         const w = workloads[0];
         paired = { workload: w.name, rounds: [] };
-        const session = await createModelSession({ intraOpNumThreads: 1 });
+        const engine = await createPipelineEngine({ intraOpNumThreads: 1 });
         const grpc = createGrpcJsClient(server.port);
         try {
-          await analyzeImage(w.bytes, session); // warm-up, untimed
+          await analyzeImage(w.bytes, engine); // warm-up, untimed
           await grpcCell(server, grpc, key, w, 1, 1);
           const steps = {
-            floor: async () => (await analyzeImage(w.bytes, session)).timings.total,
+            floor: async () => (await analyzeImage(w.bytes, engine)).timings.total,
             rest: async () => (await restCell(server, key, w, 1, 1)).p50,
             grpc: async () => (await grpcCell(server, grpc, key, w, 1, 1)).p50,
           };
@@ -323,7 +322,7 @@ async function main(): Promise<void> {
           }
         } finally {
           grpc.close();
-          await session.release();
+          await engine.close();
         }
       }
 

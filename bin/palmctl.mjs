@@ -3,4 +3,6 @@
 import { register } from "tsx/esm/api";
 register();
 const { runPalmctl } = await import("../src/cli/palmctl.ts");
-process.exitCode = await runPalmctl(process.argv.slice(2));
+// Exit as soon as the command is done: a Redis client that never connected may keep a
+// connect-timeout timer running for seconds after it was closed (test/integration/palmctl.spec.ts).
+process.exit(await runPalmctl(process.argv.slice(2)));

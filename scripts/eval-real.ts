@@ -1,23 +1,25 @@
 /**
  * eval-real: scores the analysis engine on the annotated real palm photos in
  * `<repo>/../shared/real-palms/` (never copied into the repository), as that folder's README
- * defines it.
+ * defines it, and on real photographs without a palm.
  *
- *     npm run eval:real [-- --out dir] [--model path]
+ *     npm run eval:real [-- --out dir] [--model path] [--detail]
  *
- * For each photo the ENGINE runs on the original full-size file; its masks are decoded and,
- * per line: detected; mean distance from the mask pixels to the annotated polyline, as a
- * fraction of `palm_width_px`; coverage = share of the polyline (sampled every pixel) with a
- * mask pixel within 4% of the palm width; localised = detected && mean distance <= 4% &&
- * coverage >= 60%. Prints a table and "N/9 localised". `--out dir` also writes, per photo,
- * the overlay with the annotations drawn in white.
+ * Every photo is scored as taken and in four variants: mirrored, and turned by 90, 180 and 270
+ * degrees (the annotations turn with it). Per line: detected; mean distance from the mask pixels
+ * to the annotated polyline, as a fraction of `palm_width_px`; coverage = share of the polyline
+ * (sampled every pixel) with a mask pixel within 4% of the palm width; localised = detected &&
+ * mean distance <= 4% && coverage >= 60%. Handedness is checked against the annotation's own
+ * geometry (which side of the palm the head line starts on). Non-palm photos are the real
+ * photographs Debian's python3-skimage ships (when installed): how many get a line, and why not.
+ * `--out dir` also writes, per photo as taken, the overlay with the annotations drawn in white.
  */
 import { existsSync } from "node:fs";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import sharp from "sharp";
+import sharp, { type Sharp } from "sharp";
 import { LINE_NAMES, type LineName } from "../src/inference/analyzer-types.js";
 import { createAnalyzer } from "../src/inference/analyzer.js";
 
@@ -27,6 +29,43 @@ const REAL = resolve(REPO, "../shared/real-palms");
 const MAX_DIST = 0.04;
 /** Coverage bound of "localised". */
 const MIN_COVERAGE = 0.6;
+/** Real photographs without a palm, from Debian's python3-skimage data folder. */
+const NON_PALM_DIR = "/usr/lib/python3/dist-packages/skimage/data";
+const NON_PALM = [
+  "astronaut.png", "brick.png", "camera.png", "chelsea.png", "coffee.png", "coins.png", "grass.png", "gravel.png",
+  "hubble_deep_field.jpg", "moon.png", "motorcycle_left.png", "page.png", "retina.jpg", "rocket.jpg", "text.png",
+];
+
+/** Variant is one way the photo may have been taken: the transform of the pixels and of a point. */
+interface Variant {
+  name: string;
+  apply(img: Sharp): Sharp;
+  point(p: Point, w: number, h: number): Point;
+}
+
+const VARIANTS: Variant[] = [
+  { name: "as taken", apply: (i) => i, point: (p) => p },
+  { name: "mirrored", apply: (i) => i.flop(), point: ([x, y], w) => [w - x, y] },
+  { name: "turned 90", apply: (i) => i.rotate(90), point: ([x, y], _w, h) => [h - y, x] },
+  { name: "turned 180", apply: (i) => i.rotate(180), point: ([x, y], w, h) => [w - x, h - y] },
+  { name: "turned 270", apply: (i) => i.rotate(270), point: ([x, y], w) => [y, w - x] },
+];
+
+/**
+ * trueHandedness reads which hand a palm is from its annotation: with y down, a right palm has
+ * its radial side (where the head line starts) to the right of its ulnar side (where the heart
+ * line starts) when seen with the wrist (the life line's end) down: a positive cross product.
+ */
+function trueHandedness(lines: Annotation["lines"]): "left" | "right" {
+  const ulnar = lines.heart.points[0];
+  const radial = lines.head.points[0];
+  const hp = lines.heart.points;
+  const mid: Point = [hp.reduce((s, p) => s + p[0], 0) / hp.length, hp.reduce((s, p) => s + p[1], 0) / hp.length];
+  const wrist = lines.life.points[lines.life.points.length - 1];
+  const across: Point = [radial[0] - ulnar[0], radial[1] - ulnar[1]];
+  const down: Point = [wrist[0] - mid[0], wrist[1] - mid[1]];
+  return across[0] * down[1] - across[1] * down[0] > 0 ? "right" : "left";
+}
 
 interface Annotation {
   file: string;
@@ -122,62 +161,106 @@ function annotationSvg(a: Annotation): Buffer {
 }
 
 async function main(): Promise<number> {
-  const { values } = parseArgs({ options: { out: { type: "string" }, model: { type: "string" } } });
+  const { values } = parseArgs({ options: { out: { type: "string" }, model: { type: "string" }, detail: { type: "boolean" } } });
   if (!existsSync(join(REAL, "annotations.json"))) {
     console.log(`eval-real: ${REAL} is absent; nothing to evaluate.`);
     return 0;
   }
   const annotations = JSON.parse(await readFile(join(REAL, "annotations.json"), "utf8")) as { images: Annotation[] };
   const analyzer = await createAnalyzer({ modelPath: values.model, workers: 1 });
-  const rows: string[] = [];
-  let localised = 0;
-  let total = 0;
+  const header = ["image".padEnd(14), "line".padEnd(6), "annot".padEnd(7), "detected".padEnd(9), "pixels".padStart(8), "mean dist".padStart(10), "coverage".padStart(9), "localised"].join(" ");
+  const detail: string[] = [];
+  const summary: string[] = [];
   try {
     console.log(`model ${analyzer.model}`);
-    for (const a of annotations.images) {
-      const bytes = await readFile(join(REAL, a.file));
-      const t0 = performance.now();
+    for (const variant of VARIANTS) {
+      const count = { heart: 0, head: 0, life: 0 } as Record<LineName, number>;
+      let hands = 0;
+      let ms = 0;
+      for (const a of annotations.images) {
+        const original = await readFile(join(REAL, a.file));
+        const bytes = variant.name === "as taken" ? original : await variant.apply(sharp(original).rotate()).jpeg({ quality: 95 }).toBuffer();
+        const t0 = performance.now();
+        const result = await analyzer.analyze(bytes);
+        ms += performance.now() - t0;
+        const truth = trueHandedness(a.lines);
+        const expected = variant.name === "mirrored" ? (truth === "left" ? "right" : "left") : truth;
+        if (result.hand?.handedness === expected) hands++;
+        for (const line of LINE_NAMES) {
+          const pts = a.lines[line].points.map((p) => variant.point(p, a.width, a.height));
+          const { data } = await sharp(result.masks[line]).toColourspace("b-w").raw().toBuffer({ resolveWithObject: true });
+          const s = scoreLine(data, result.width, result.height, pts, a.palm_width_px, result.stats[line].detected);
+          if (s.localised) count[line]++;
+          if (variant.name === "as taken" || values.detail) {
+            detail.push(
+              [
+                a.file.padEnd(14),
+                line.padEnd(6),
+                a.lines[line].confidence.padEnd(7),
+                (s.detected ? "yes" : "no").padEnd(9),
+                String(s.pixels).padStart(8),
+                (Number.isFinite(s.meanDist) ? `${(100 * s.meanDist).toFixed(1)}%` : "-").padStart(10),
+                `${(100 * s.coverage).toFixed(1)}%`.padStart(9),
+                s.localised ? "LOCALISED" : "-",
+                line === "heart" ? `${variant.name}; hand ${result.hand?.handedness ?? "-"} (truth ${expected})${result.reason ? `; ${result.reason}` : ""}` : "",
+              ].join(" "),
+            );
+          }
+        }
+        if (values.out && variant.name === "as taken") {
+          await mkdir(values.out, { recursive: true });
+          await sharp(result.overlay)
+            .composite([{ input: annotationSvg(a) }])
+            .jpeg({ quality: 85 })
+            .toFile(join(values.out, a.file.replace(/\.[^.]+$/, "") + ".overlay.jpg"));
+        }
+      }
+      const n = annotations.images.length;
+      const total = count.heart + count.head + count.life;
+      summary.push(
+        [
+          variant.name.padEnd(11),
+          `${total}/${3 * n}`.padStart(6),
+          `${count.heart}/${n}`.padStart(6),
+          `${count.head}/${n}`.padStart(6),
+          `${count.life}/${n}`.padStart(6),
+          `${hands}/${n}`.padStart(11),
+          `${Math.round(ms / n)} ms`.padStart(9),
+        ].join(" "),
+      );
+    }
+    const nonPalm: string[] = [];
+    let withLine = 0;
+    let tried = 0;
+    for (const file of NON_PALM) {
+      const path = join(NON_PALM_DIR, file);
+      if (!existsSync(path)) continue;
+      // PNGs there may be grey or palette images: the engine takes them as any client's PNG.
+      const bytes = await sharp(await readFile(path)).toColourspace("srgb").png().toBuffer();
       const result = await analyzer.analyze(bytes);
-      const ms = performance.now() - t0;
-      if (result.width !== a.width || result.height !== a.height) {
-        console.warn(`${a.file}: engine size ${result.width}x${result.height} differs from the annotation's ${a.width}x${a.height}`);
-      }
-      for (const line of LINE_NAMES) {
-        const { data } = await sharp(result.masks[line]).toColourspace("b-w").raw().toBuffer({ resolveWithObject: true });
-        const s = scoreLine(data, result.width, result.height, a.lines[line].points, a.palm_width_px, result.stats[line].detected);
-        total++;
-        if (s.localised) localised++;
-        rows.push(
-          [
-            a.file.padEnd(14),
-            line.padEnd(6),
-            a.lines[line].confidence.padEnd(7),
-            (s.detected ? "yes" : "no").padEnd(9),
-            String(s.pixels).padStart(8),
-            (Number.isFinite(s.meanDist) ? `${(100 * s.meanDist).toFixed(1)}%` : "-").padStart(10),
-            `${(100 * s.coverage).toFixed(1)}%`.padStart(9),
-            s.localised ? "LOCALISED" : "-",
-            line === "heart" ? `(${Math.round(ms)} ms)` : "",
-          ].join(" "),
-        );
-      }
-      if (values.out) {
-        await mkdir(values.out, { recursive: true });
-        await sharp(result.overlay)
-          .composite([{ input: annotationSvg(a) }])
-          .jpeg({ quality: 85 })
-          .toFile(join(values.out, a.file.replace(/\.[^.]+$/, "") + ".overlay.jpg"));
-      }
+      const lines = LINE_NAMES.filter((l) => result.stats[l].detected);
+      tried++;
+      if (lines.length) withLine++;
+      nonPalm.push(`${file.padEnd(22)} ${lines.length ? `LINES: ${lines.join(",")}` : "no line"}; reason ${result.reason || "-"}${result.hand ? `; hand ${result.hand.handedness}` : ""}`);
+    }
+    console.log(header);
+    for (const r of detail) console.log(r);
+    console.log(`\nlocalised (mean distance <= ${MAX_DIST * 100}% of palm width, coverage >= ${MIN_COVERAGE * 100}%), handedness right, mean engine time:`);
+    const summaryHeader = ["variant".padEnd(11), "lines".padStart(6), "heart".padStart(6), "head".padStart(6), "life".padStart(6), "handedness".padStart(11), "time".padStart(9)].join(" ");
+    console.log(summaryHeader);
+    for (const r of summary) console.log(r);
+    if (tried) {
+      console.log(`\nreal photos without a palm (${NON_PALM_DIR}): ${withLine}/${tried} with a line`);
+      for (const r of nonPalm) console.log(r);
+    } else {
+      console.log(`\nno photos without a palm: install python3-skimage for ${NON_PALM_DIR}`);
+    }
+    if (values.out) {
+      await writeFile(join(values.out, "eval-real.txt"), [header, ...detail, "", summaryHeader, ...summary, "", `non-palm: ${withLine}/${tried} with a line`, ...nonPalm, ""].join("\n"));
     }
   } finally {
     await analyzer.close();
   }
-  console.log(
-    ["image".padEnd(14), "line".padEnd(6), "annot".padEnd(7), "detected".padEnd(9), "pixels".padStart(8), "mean dist".padStart(10), "coverage".padStart(9), "localised"].join(" "),
-  );
-  for (const r of rows) console.log(r);
-  console.log(`\n${localised}/${total} localised (mean distance <= ${MAX_DIST * 100}% of palm width, coverage >= ${MIN_COVERAGE * 100}%)`);
-  if (values.out) await writeFile(join(values.out, "eval-real.txt"), `${rows.join("\n")}\n${localised}/${total} localised\n`);
   return 0;
 }
 

@@ -19,6 +19,12 @@ export interface Config {
   readonly redisKeyPrefix: string;
   /** Redis command timeout in milliseconds: a hung Redis answers 503 store_unavailable after this. Default 1000. */
   readonly redisCommandTimeoutMs: number;
+  /**
+   * Lease of a pending quota unit in milliseconds: a unit held by a replica that stopped renewing
+   * it (it died) is given back by the store this long after its last renewal. Renewed every third
+   * of it while the request runs. Default 30000.
+   */
+  readonly quotaLeaseMs: number;
   /** Monthly limits per plan. Default {"free":100,"starter":1000,"pro":10000}. */
   readonly planLimits: PlanLimits;
   /** Development key registered for client "dev" on plan "pro" (in-memory store only); undefined → generated. */
@@ -67,6 +73,7 @@ export const CONFIG_VARIABLES: readonly ConfigVariable[] = Object.freeze([
   { name: "REDIS_URL", default: "unset (in-memory store)", description: "Redis for keys and quota" },
   { name: "PALM_REDIS_PREFIX", default: "palm:", description: "prefix of every Redis key" },
   { name: "PALM_REDIS_COMMAND_TIMEOUT_MS", default: "1000", description: "Redis command timeout" },
+  { name: "PALM_QUOTA_LEASE_MS", default: "30000", description: "lease of a pending quota unit: a dead replica's units are given back after it" },
   { name: "PALM_PLAN_LIMITS", default: '{"free":100,"starter":1000,"pro":10000}', description: "monthly limit per plan (JSON)" },
   { name: "PALM_DEV_KEY", default: "generated and printed", description: "dev key for client dev on plan pro (in-memory store only)" },
   { name: "PALM_ANALYZE_TIMEOUT_MS", default: "30000", description: "deadline of one analysis" },
@@ -152,6 +159,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     redisUrl,
     redisKeyPrefix: get("PALM_REDIS_PREFIX") ?? "palm:",
     redisCommandTimeoutMs: int("PALM_REDIS_COMMAND_TIMEOUT_MS", 1000, 50, 60_000),
+    quotaLeaseMs: int("PALM_QUOTA_LEASE_MS", 30_000, 300, 3_600_000),
     planLimits,
     devKey,
     analyzeTimeoutMs: int("PALM_ANALYZE_TIMEOUT_MS", 30_000, 100, 600_000),

@@ -25,7 +25,10 @@ from math import comb
 import cv2
 import numpy as np
 
-OUT = 256
+import os
+
+# Output side; only training/sample_photo.py sets SYNTH_OUT (to render the README's sample large).
+OUT = int(os.environ.get("SYNTH_OUT", "256"))
 SS = 2
 R = OUT * SS
 SHIFT = 4
@@ -755,7 +758,8 @@ def clipped_area(poly, rect):
     return float(abs(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1))) / 2)
 
 
-def generate(rng, kind=None, neg_kind=None, mix=DEFAULT_MIX, recrop=None, info=None, fades=False):
+def generate(rng, kind=None, neg_kind=None, mix=DEFAULT_MIX, recrop=None, info=None, fades=False, pose=None,
+             aspects=None):
     """Returns (image uint8 HxWx3 RGB, mask uint8 HxW bitfield, kind).
 
     recrop=(box, margin) re-renders a whole-photo sample (a scene, or a negative drawn as a
@@ -767,15 +771,17 @@ def generate(rng, kind=None, neg_kind=None, mix=DEFAULT_MIX, recrop=None, info=N
     that view. Samples drawn as crops ignore `recrop`. `info` (a dict), when given, receives
     `recropped` (bool) and `palm_area`: the area of the palm inside the photo, in output pixels
     of the returned view (the ground truth of a palm IoU that counts palm outside the view).
-    `fades` turns on the long faint stretches of line_styles (training sets from 1.4.0 on)."""
+    `fades` turns on the long faint stretches of line_styles (training sets from 1.4.0 on).
+    `pose` and `aspects` replace hand_pose and ASPECTS (hand_photo's upright view)."""
     if kind is None:
         r = rng.random() * sum(mix)
         kind = KIND_SCENE if r < mix[0] else (KIND_CROP if r < mix[0] + mix[1] else KIND_NEG)
-    aw, ah = ASPECTS[rng.integers(len(ASPECTS))]
+    aspects = aspects or ASPECTS
+    aw, ah = aspects[rng.integers(len(aspects))]
     long_px = rng.uniform(640, 4032)
     pw, ph = (long_px, long_px * ah / aw) if aw >= ah else (long_px * aw / ah, long_px)
     h = sample_hand(rng)
-    P = hand_pose(rng, pw, ph, h, kind == KIND_SCENE)
+    P = (pose or hand_pose)(rng, pw, ph, h, kind == KIND_SCENE)
     photo_rect = np.array([(0, 0), (pw, 0), (pw, ph), (0, ph)])
 
     canon = kind in (KIND_CANON, KIND_CANON_NEG)
@@ -784,7 +790,7 @@ def generate(rng, kind=None, neg_kind=None, mix=DEFAULT_MIX, recrop=None, info=N
         neg_kind = "dorsal"
     elif kind == KIND_NEG:
         neg_kind = neg_kind or rng.choice(["dorsal", "dorsal", "background", "arm"])
-    crop_mode = not canon and (kind == KIND_CROP or (kind == KIND_NEG and rng.random() < 0.6))
+    crop_mode = not canon and pose is None and (kind == KIND_CROP or (kind == KIND_NEG and rng.random() < 0.6))
 
     palm_photo = tp(P, h["palm"])
     if canon:
@@ -856,6 +862,23 @@ def generate(rng, kind=None, neg_kind=None, mix=DEFAULT_MIX, recrop=None, info=N
             cv2.polylines(m, [fix(tp(A, lines[name]))], False, 1, thick, cv2.LINE_8, SHIFT)
             mask |= (m & palm_d) << bit
     return img, mask, kind
+
+
+def upright_pose(rng, pw, ph, h, scene):
+    """A hand held up to the camera: upright within 15 degrees, left or right, whole in a portrait photo."""
+    rot = math.radians(rng.uniform(-15, 15))
+    mirror = S(-1, 1) if rng.random() < 0.5 else np.eye(3)
+    return T(pw / 2, ph * 0.6) @ Rot(rot) @ S(0.42 * min(pw, ph)) @ mirror @ T(0.0, -h["L"] / 2)
+
+
+def hand_photo(rng, fades=True, dorsal=False):
+    """A 3:4 portrait photo of one whole, upright hand (the README's sample and the engine's
+    whole-hand test fixtures), its palm or (`dorsal`) its back: (image, mask) at OUT pixels high,
+    without the letterbox bands."""
+    kind, neg = (KIND_NEG, "dorsal") if dorsal else (KIND_SCENE, None)
+    img, mask, _ = generate(rng, kind, neg, fades=fades, pose=upright_pose, aspects=[(3, 4)])
+    cols = np.where(img.max(axis=(0, 2)) > 0)[0]
+    return img[:, cols.min():cols.max() + 1], mask[:, cols.min():cols.max() + 1]
 
 
 def sample(seed, index, kind=None, mix=DEFAULT_MIX, recrop=None, info=None, fades=False):

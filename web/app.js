@@ -131,11 +131,12 @@ async function showResult(body) {
     row.querySelector(".coverage").textContent = `${(s.coverage ?? 0).toFixed(2)} %`;
   }
   $("detected-count").textContent = String(found);
-  // `reason` says why nothing (or not everything) was found, when the service gives one.
-  const reason = typeof body.reason === "string" && body.reason !== "" ? body.reason : "";
+  // `results.reason` says why no line is reported ("" when lines are).
+  const reason = typeof results.reason === "string" ? results.reason : "";
   $("reason").textContent = reason ? `: ${REASONS[reason] ?? reason.replaceAll("_", " ")}` : "";
   $("reason").dataset.reason = reason;
-  $("meta").textContent = `${body.id} · model ${body.model}`;
+  const hand = results.hand?.handedness ? ` · ${results.hand.handedness} hand` : "";
+  $("meta").textContent = `${body.id} · model ${body.model}${hand}`;
   $("result").hidden = false;
 }
 

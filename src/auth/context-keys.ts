@@ -13,9 +13,9 @@ export interface Principal {
   readonly keyHint: string;
 }
 
-/** UsageSnapshot is the client's quota after this request's reservation. */
+/** UsageSnapshot is the client's quota once this request's unit is committed. */
 export interface UsageSnapshot {
-  /** Requests counted this period, including this one. */
+  /** This request's place among the period's committed requests (distinct across all 200s). */
   readonly used: number;
   /** The plan's monthly limit. */
   readonly limit: number;
@@ -33,5 +33,17 @@ export const kProtocol = createContextKey<string | undefined>(undefined, { descr
 /** kPrincipal: set by the API key interceptor once a key is recognised. */
 export const kPrincipal = createContextKey<Principal | undefined>(undefined, { description: "principal" });
 
-/** kUsage: set by the quota interceptor after a successful reservation. */
-export const kUsage = createContextKey<UsageSnapshot | undefined>(undefined, { description: "usage" });
+/**
+ * QuotaTicket is one request's quota unit, handed by the quota interceptor to the service: the
+ * service reserves it once admission control accepted the work ({@link QuotaTicket.reserve}) and
+ * commits it when the answer is a 200 ({@link QuotaTicket.commit}). Anything else releases it.
+ */
+export interface QuotaTicket {
+  /** reserve holds one pending unit (idempotent); throws quota_exceeded or store_unavailable. */
+  reserve(): Promise<void>;
+  /** commit reserves if needed, then commits the unit and returns its place (idempotent). */
+  commit(): Promise<UsageSnapshot>;
+}
+
+/** kQuota: set by the quota interceptor for calls with a recognised key. */
+export const kQuota = createContextKey<QuotaTicket | undefined>(undefined, { description: "quota" });

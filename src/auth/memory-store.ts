@@ -2,29 +2,32 @@
  * The embedded in-memory store: the default when REDIS_URL is unset. A real implementation of
  * {@link Store} for one process (quota is exact within the process; nothing is persisted).
  */
-import type { ClientRecord, KeyOwner, KeyRecord, Reservation, Store } from "./store.js";
+import type { ClientRecord, Commit, KeyOwner, KeyRecord, Reservation, Store } from "./store.js";
 import type { QuotaPeriod } from "./quota-period.js";
 
 /** createMemoryStore returns an empty in-memory {@link Store}. */
 export function createMemoryStore(): Store {
   const keys = new Map<string, KeyRecord>();
   const clients = new Map<string, ClientRecord>();
-  const counters = new Map<string, { ids: Set<string>; expiresAt: number }>();
+  // Per client-month: each held unit's state, a lease deadline (ms, pending) or its place
+  // (committed), as the Redis store keeps them in one sorted set.
+  const counters = new Map<string, { units: Map<string, Unit>; committed: number; expiresAt: number }>();
 
   const counterKey = (clientId: string, period: QuotaPeriod) => `${clientId}\u0000${period.id}`;
   const counter = (clientId: string, period: QuotaPeriod) => {
-    const now = Date.now() / 1000;
+    const now = Date.now();
     // Counters expire after their month, as the Redis ones do (lazy sweep, cheap: one entry per client-month).
-    for (const [k, c] of counters) if (c.expiresAt <= now) counters.delete(k);
+    for (const [k, c] of counters) if (c.expiresAt <= now / 1000) counters.delete(k);
     const k = counterKey(clientId, period);
     let c = counters.get(k);
     if (!c) {
-      c = { ids: new Set(), expiresAt: period.resetsAt + COUNTER_GRACE_SECONDS };
+      c = { units: new Map(), committed: 0, expiresAt: period.resetsAt + COUNTER_GRACE_SECONDS };
       counters.set(k, c);
     }
+    // Lapsed leases are dropped by the store itself, as the Redis scripts do.
+    for (const [id, u] of c.units) if (u.pendingUntil !== undefined && u.pendingUntil <= now) c.units.delete(id);
     return c;
   };
-
   return {
     async findKey(keyHash: string): Promise<KeyOwner | undefined> {
       const k = keys.get(keyHash);
@@ -32,21 +35,44 @@ export function createMemoryStore(): Store {
       const c = clients.get(k.clientId);
       return c ? { clientId: c.clientId, plan: c.plan } : undefined;
     },
-    async reserve(clientId: string, period: QuotaPeriod, limit: number, reservationId: string): Promise<Reservation> {
+    async reserve(clientId: string, period: QuotaPeriod, limit: number, reservationId: string, leaseMs: number): Promise<Reservation> {
       const c = counter(clientId, period);
-      if (c.ids.has(reservationId)) return { granted: true, used: c.ids.size };
-      if (c.ids.size >= limit) return { granted: false, used: c.ids.size };
-      c.ids.add(reservationId);
-      return { granted: true, used: c.ids.size };
+      const u = c.units.get(reservationId);
+      if (u) {
+        if (u.pendingUntil !== undefined) u.pendingUntil = Date.now() + leaseMs;
+        return { granted: true, used: c.units.size };
+      }
+      if (c.units.size >= limit) return { granted: false, used: c.units.size };
+      c.units.set(reservationId, { pendingUntil: Date.now() + leaseMs });
+      return { granted: true, used: c.units.size };
     },
-    async refund(clientId: string, period: QuotaPeriod, reservationId: string): Promise<number> {
+    async renew(clientId: string, period: QuotaPeriod, reservationId: string, leaseMs: number): Promise<boolean> {
+      const u = counter(clientId, period).units.get(reservationId);
+      if (u?.pendingUntil === undefined) return false;
+      u.pendingUntil = Date.now() + leaseMs;
+      return true;
+    },
+    async commit(clientId: string, period: QuotaPeriod, limit: number, reservationId: string): Promise<Commit> {
       const c = counter(clientId, period);
-      c.ids.delete(reservationId);
-      return c.ids.size;
+      let u = c.units.get(reservationId);
+      if (u?.place !== undefined) return { committed: true, place: u.place, used: c.units.size };
+      if (!u) {
+        if (c.units.size >= limit) return { committed: false, place: 0, used: c.units.size };
+        u = {};
+        c.units.set(reservationId, u);
+      }
+      u.pendingUntil = undefined;
+      u.place = ++c.committed;
+      return { committed: true, place: u.place, used: c.units.size };
+    },
+    async release(clientId: string, period: QuotaPeriod, reservationId: string): Promise<number> {
+      const c = counter(clientId, period);
+      if (c.units.get(reservationId)?.pendingUntil !== undefined) c.units.delete(reservationId);
+      return c.units.size;
     },
     async usage(clientId: string, period: QuotaPeriod): Promise<number> {
-      const c = counters.get(counterKey(clientId, period));
-      return c && c.expiresAt > Date.now() / 1000 ? c.ids.size : 0;
+      if (!counters.has(counterKey(clientId, period))) return 0;
+      return counter(clientId, period).units.size;
     },
     async createKey(clientId: string, keyHash: string, plan?: string): Promise<KeyRecord> {
       if (plan !== undefined) await this.setPlan(clientId, plan);
@@ -78,6 +104,12 @@ export function createMemoryStore(): Store {
     },
     async close(): Promise<void> {},
   };
+}
+
+/** Unit is one held quota unit: pending (a lease deadline, ms) or committed (its place). */
+interface Unit {
+  pendingUntil?: number;
+  place?: number;
 }
 
 /**

@@ -1,15 +1,19 @@
 /**
- * Monthly quota for every protocol (SPEC.md section 5): one unit is reserved atomically before
- * the work and refunded when the work fails for any reason, so only 200s count and concurrent
- * requests on any number of replicas never push usage past the limit. Quota headers (and gRPC
- * metadata) go on every response of a recognised key, success and error alike.
+ * Monthly quota for every protocol (SPEC.md section 5). Each call with a recognised key gets a
+ * {@link QuotaTicket}: the service reserves its unit only once admission control accepted the
+ * work (an `overloaded` 503 never holds a unit, test/integration/quota-leases.spec.ts), the unit
+ * stays pending (its lease renewed in the store) while the work runs, and it is committed when the
+ * answer is a 200, released on any other outcome. Only 200s count, concurrent requests on any
+ * number of replicas never push usage past the limit, and a unit whose replica died is given back
+ * by the store when its lease passes. Quota headers (and gRPC metadata) go on every response of a
+ * recognised key, success and error alike.
  */
 import type { Interceptor } from "@connectrpc/connect";
 import type { PlanLimits } from "../config.js";
-import { isStoreUnavailableError, palmError, quotaExceeded, toPalmError } from "../errors.js";
+import { palmError, quotaExceeded, toPalmError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { randomUUID } from "node:crypto";
-import { kPrincipal, kRequestId, kUsage } from "./context-keys.js";
+import { kPrincipal, kQuota, kRequestId, type QuotaTicket, type UsageSnapshot } from "./context-keys.js";
 import { quotaPeriodOf, secondsUntilReset, type QuotaPeriod } from "./quota-period.js";
 import type { Store } from "./store.js";
 
@@ -20,20 +24,19 @@ export const QUOTA_HEADERS = Object.freeze({
   reset: "x-monthly-quota-reset",
 });
 
-/** Refunds that cannot be made are retried for at most 10 minutes, and at most 10,000 at a time. */
-const REFUND_RETRY_LIMIT_MS = 10 * 60_000;
-const MAX_PENDING_REFUNDS = 10_000;
-
 /** QuotaInterceptorOptions configure {@link createQuotaInterceptor}. */
 export interface QuotaInterceptorOptions {
   store: Store;
   planLimits: PlanLimits;
   /** Clock, for tests. Default `() => new Date()`. */
   now?: () => Date;
-  /** Logs refunds that failed and are being retried. */
+  /** Logs releases that failed (their unit is given back when its lease passes). */
   logger?: Logger;
-  /** Delay between retries of failed refunds, ms. Default 1000; each is retried for at most 10 minutes. */
-  refundRetryMs?: number;
+  /**
+   * Lease of a pending unit, ms (PALM_QUOTA_LEASE_MS); renewed every third of it while the work
+   * runs. Default 30000.
+   */
+  leaseMs?: number;
 }
 
 /** setQuotaHeaders writes the three quota headers for `used` of `limit`. */
@@ -43,50 +46,15 @@ export function setQuotaHeaders(h: Headers, limit: number, used: number, period:
   h.set(QUOTA_HEADERS.reset, String(period.resetsAt));
 }
 
-/** createQuotaInterceptor reserves before the work and refunds on failure. Place it after the key check. */
+/**
+ * createQuotaInterceptor hands each call with a recognised key its {@link QuotaTicket}
+ * ({@link kQuota}), commits it when the call succeeds (if the service did not already) and
+ * releases it when the call fails. Place it after the key check.
+ */
 export function createQuotaInterceptor(options: QuotaInterceptorOptions): Interceptor {
   const { store, planLimits } = options;
   const now = options.now ?? (() => new Date());
-  const retryMs = options.refundRetryMs ?? 1000;
-
-  // Refunds that could not be made (the store went away) are kept and retried from one timer,
-  // so a failed request does not stay charged once the store is back. Refunds are idempotent.
-  const pending = new Map<string, { clientId: string; period: QuotaPeriod; since: number }>();
-  let timer: NodeJS.Timeout | undefined;
-  let flushing = false;
-  const flush = async () => {
-    if (flushing) return;
-    flushing = true;
-    try {
-      for (const [id, p] of pending) {
-        if (Date.now() - p.since > REFUND_RETRY_LIMIT_MS) {
-          pending.delete(id);
-          options.logger?.error({ client_id: p.clientId, period: p.period.id }, "quota refund abandoned");
-          continue;
-        }
-        try {
-          await store.refund(p.clientId, p.period, id);
-          pending.delete(id);
-        } catch {
-          return; // still unavailable: try again at the next tick
-        }
-      }
-    } finally {
-      flushing = false;
-      if (pending.size === 0 && timer) {
-        clearInterval(timer);
-        timer = undefined;
-      }
-    }
-  };
-  const refundLater = (clientId: string, period: QuotaPeriod, reservationId: string) => {
-    if (pending.size >= MAX_PENDING_REFUNDS) {
-      options.logger?.error({ client_id: clientId }, "quota refund queue full; refund dropped");
-      return;
-    }
-    pending.set(reservationId, { clientId, period, since: Date.now() });
-    timer ??= setInterval(() => void flush(), retryMs).unref();
-  };
+  const leaseMs = options.leaseMs ?? 30_000;
 
   return (next) => async (req) => {
     const principal = req.contextValues.get(kPrincipal);
@@ -96,38 +64,130 @@ export function createQuotaInterceptor(options: QuotaInterceptorOptions): Interc
       throw palmError("internal_error", { cause: new Error(`plan ${JSON.stringify(principal.plan)} is not in PALM_PLAN_LIMITS`) });
     }
     const period = quotaPeriodOf(now());
-    const reservationId = req.contextValues.get(kRequestId) ?? randomUUID();
-    let reservation;
-    try {
-      reservation = await store.reserve(principal.clientId, period, limit, reservationId);
-    } catch (e) {
-      // A reserve whose answer was lost (a timeout on a hung Redis) may still run in the store:
-      // take it back once the store answers again, so no failed request stays charged.
-      if (isStoreUnavailableError(e) && e.maybeApplied) refundLater(principal.clientId, period, reservationId);
-      throw toPalmError(e);
-    }
-    if (!reservation.granted) {
-      const h = new Headers();
-      setQuotaHeaders(h, limit, limit, period);
-      throw quotaExceeded(principal.clientId, limit, secondsUntilReset(period, now()), h);
-    }
-    req.contextValues.set(kUsage, { used: reservation.used, limit, plan: principal.plan, resetsAt: period.resetsAt });
+    const ticket = createTicket({
+      store,
+      clientId: principal.clientId,
+      plan: principal.plan,
+      limit,
+      period,
+      reservationId: req.contextValues.get(kRequestId) ?? randomUUID(),
+      leaseMs,
+      retryAfter: () => secondsUntilReset(period, now()),
+      logger: options.logger,
+    });
+    req.contextValues.set(kQuota, ticket);
     try {
       const res = await next(req);
-      setQuotaHeaders(res.header, limit, reservation.used, period);
+      await ticket.commit(); // a no-op when the service committed before shaping its answer
+      setQuotaHeaders(res.header, limit, ticket.held(), period);
       return res;
     } catch (e) {
       const err = toPalmError(e);
-      let used: number;
-      try {
-        used = await store.refund(principal.clientId, period, reservationId);
-      } catch {
-        options.logger?.warn({ client_id: principal.clientId }, "quota refund failed; retrying in the background");
-        refundLater(principal.clientId, period, reservationId);
-        used = reservation.used - 1;
-      }
-      setQuotaHeaders(err.metadata, limit, used, period);
+      const used = await ticket.release();
+      if (used !== undefined) setQuotaHeaders(err.metadata, limit, used, period);
       throw err;
+    } finally {
+      ticket.stop();
     }
+  };
+}
+
+interface TicketOptions {
+  store: Store;
+  clientId: string;
+  plan: string;
+  limit: number;
+  period: QuotaPeriod;
+  reservationId: string;
+  leaseMs: number;
+  retryAfter: () => number;
+  logger?: Logger;
+}
+
+/** Ticket is a {@link QuotaTicket} plus what the interceptor needs to settle it. */
+interface Ticket extends QuotaTicket {
+  /** held is the client's units held as last seen by this ticket (for the remaining header). */
+  held(): number;
+  /**
+   * release drops the pending unit, if any, and returns the units held after; undefined when the
+   * store could not say (its lease then gives the unit back).
+   */
+  release(): Promise<number | undefined>;
+  /** stop ends the lease renewals. */
+  stop(): void;
+}
+
+function createTicket(o: TicketOptions): Ticket {
+  const { store, clientId, period, limit, reservationId } = o;
+  let state: "none" | "pending" | "committed" = "none";
+  let reserving: Promise<void> | undefined;
+  let committing: Promise<UsageSnapshot> | undefined;
+  let held = 0;
+  let renewTimer: NodeJS.Timeout | undefined;
+  const stop = () => {
+    clearInterval(renewTimer);
+    renewTimer = undefined;
+  };
+
+  const reserve = (): Promise<void> =>
+    (reserving ??= (async () => {
+      let reservation;
+      try {
+        reservation = await store.reserve(clientId, period, limit, reservationId, o.leaseMs);
+      } catch (e) {
+        // A reserve whose answer was lost may still have run in the store: the release after
+        // the failure takes it back, or else its lease does.
+        state = "pending";
+        throw toPalmError(e);
+      }
+      held = reservation.used;
+      if (!reservation.granted) throw exceeded();
+      state = "pending";
+      // Renew the lease while the work runs; a replica that dies stops renewing and the store
+      // gives the unit back (test/integration/quota-leases.spec.ts, SIGKILL case).
+      renewTimer = setInterval(() => {
+        store.renew(clientId, period, reservationId, o.leaseMs).catch(() => {});
+      }, Math.max(100, Math.floor(o.leaseMs / 3)));
+      renewTimer.unref();
+    })());
+
+  const exceeded = () => {
+    const h = new Headers();
+    setQuotaHeaders(h, limit, limit, period);
+    return quotaExceeded(clientId, limit, o.retryAfter(), h);
+  };
+
+  return {
+    reserve,
+    commit: () =>
+      (committing ??= (async () => {
+        await reserve();
+        let commit;
+        try {
+          commit = await store.commit(clientId, period, limit, reservationId);
+        } catch (e) {
+          throw toPalmError(e);
+        }
+        held = commit.used;
+        // Not committed: the lease lapsed (the store or this replica stalled past it) and others
+        // used the last units meanwhile. Answering 200 would push usage past the limit.
+        if (!commit.committed) throw exceeded();
+        state = "committed";
+        stop();
+        return { used: commit.place, limit, plan: o.plan, resetsAt: period.resetsAt };
+      })()),
+    held: () => held,
+    async release() {
+      stop();
+      if (state === "committed") return held;
+      try {
+        held = state === "pending" ? await store.release(clientId, period, reservationId) : await store.usage(clientId, period);
+        return held;
+      } catch {
+        if (state === "pending") o.logger?.warn({ client_id: clientId }, "quota release failed; the unit's lease gives it back");
+        return undefined;
+      }
+    },
+    stop,
   };
 }

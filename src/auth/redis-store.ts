@@ -4,18 +4,21 @@
  * - `P key:<sha256>`        hash {client, created, revoked?} — the key itself is never stored;
  * - `P client:<id>`         hash {plan, created};
  * - `P client:<id>:keys`    set of key hashes;
- * - `P usage:<id>:<YYYY-MM>` set of the month's reservation ids (its size is the count),
- *   EXPIREAT 7 days after the month ends.
+ * - `P quota:<id>:<YYYY-MM>` sorted set of the month's held units by request id: a pending
+ *   unit's score is its lease deadline (Unix ms, by Redis's clock), a committed unit's score is
+ *   minus its place (-1, -2, ...); its size is the count. EXPIREAT 7 days after the month ends.
  *
- * Reserve and refund are Lua scripts, atomic in Redis, so replicas sharing it never overshoot a
- * limit (test/integration/quota.spec.ts). Every connection-level failure becomes
+ * Reserve, renew, commit, release and usage are Lua scripts, atomic in Redis, so replicas sharing
+ * it never overshoot a limit (test/integration/quota.spec.ts), and each of reserve, commit and
+ * usage first drops the pending units whose lease has passed: a unit held by a replica that died
+ * is given back by Redis itself (test/integration/quota-leases.spec.ts). Every connection-level failure becomes
  * StoreUnavailableError (503 store_unavailable, failing closed); the client reconnects on its own.
  */
 import { Redis, type RedisOptions } from "ioredis";
 import { StoreUnavailableError } from "../errors.js";
 import { COUNTER_GRACE_SECONDS } from "./memory-store.js";
 import type { QuotaPeriod } from "./quota-period.js";
-import type { ClientRecord, KeyOwner, KeyRecord, Reservation, Store } from "./store.js";
+import type { ClientRecord, Commit, KeyOwner, KeyRecord, Reservation, Store } from "./store.js";
 
 /** RedisStoreOptions configure {@link createRedisStore}. */
 export interface RedisStoreOptions {
@@ -29,20 +32,51 @@ export interface RedisStoreOptions {
   onError?: (err: Error) => void;
 }
 
-// The month's usage is a SET of reservation ids (request ids): its size is the count. Reserving
-// the same id twice counts once, and refunding an id that was never reserved changes nothing, so
-// a refund sent after a reserve that timed out is always safe.
-const RESERVE = `
-local used = redis.call('SCARD', KEYS[1])
-if redis.call('SISMEMBER', KEYS[1], ARGV[3]) == 1 then return {1, used} end
+// Lapsed leases: pending scores are deadlines in Unix ms (positive), committed ones are -place.
+const PRELUDE = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], 0, now)
+`;
+
+// ARGV: limit, expireAt (Unix s), id, leaseMs. Reserving an id twice counts once (and renews it).
+const RESERVE = `${PRELUDE}
+local used = redis.call('ZCARD', KEYS[1])
+local s = redis.call('ZSCORE', KEYS[1], ARGV[3])
+if s then
+  if tonumber(s) > 0 then redis.call('ZADD', KEYS[1], now + tonumber(ARGV[4]), ARGV[3]) end
+  return {1, used}
+end
 if used >= tonumber(ARGV[1]) then return {0, used} end
-redis.call('SADD', KEYS[1], ARGV[3])
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[4]), ARGV[3])
 redis.call('EXPIREAT', KEYS[1], ARGV[2])
 return {1, used + 1}`;
 
-const REFUND = `
-redis.call('SREM', KEYS[1], ARGV[1])
-return redis.call('SCARD', KEYS[1])`;
+// ARGV: id, leaseMs. Only a pending unit is renewed (XX: a lapsed one is not brought back).
+const RENEW = `${PRELUDE}
+local s = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not s or tonumber(s) < 0 then return 0 end
+redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[2]), ARGV[1])
+return 1`;
+
+// ARGV: limit, expireAt, id. Returns {committed, place, used}; idempotent.
+const COMMIT = `${PRELUDE}
+local s = redis.call('ZSCORE', KEYS[1], ARGV[3])
+if s and tonumber(s) < 0 then return {1, -tonumber(s), redis.call('ZCARD', KEYS[1])} end
+if not s and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return {0, 0, redis.call('ZCARD', KEYS[1])} end
+local place = redis.call('ZCOUNT', KEYS[1], '-inf', '(0') + 1
+redis.call('ZADD', KEYS[1], -place, ARGV[3])
+redis.call('EXPIREAT', KEYS[1], ARGV[2])
+return {1, place, redis.call('ZCARD', KEYS[1])}`;
+
+// ARGV: id. Drops a pending unit only; a committed one stays.
+const RELEASE = `
+local s = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if s and tonumber(s) > 0 then redis.call('ZREM', KEYS[1], ARGV[1]) end
+return redis.call('ZCARD', KEYS[1])`;
+
+const USAGE = `${PRELUDE}
+return redis.call('ZCARD', KEYS[1])`;
 
 const REVOKE = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
@@ -50,8 +84,11 @@ redis.call('HSETNX', KEYS[1], 'revoked', ARGV[1])
 return 1`;
 
 type ScriptedRedis = Redis & {
-  palmReserve(key: string, limit: number, expireAt: number, id: string): Promise<[number, number]>;
-  palmRefund(key: string, id: string): Promise<number>;
+  palmReserve(key: string, limit: number, expireAt: number, id: string, leaseMs: number): Promise<[number, number]>;
+  palmRenew(key: string, id: string, leaseMs: number): Promise<number>;
+  palmCommit(key: string, limit: number, expireAt: number, id: string): Promise<[number, number, number]>;
+  palmRelease(key: string, id: string): Promise<number>;
+  palmUsage(key: string): Promise<number>;
   palmRevoke(key: string, now: number): Promise<number>;
 };
 
@@ -76,13 +113,16 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
   const redis = new Redis(options.url, redisOptions) as ScriptedRedis;
   redis.on("error", (err: Error) => options.onError?.(err));
   redis.defineCommand("palmReserve", { numberOfKeys: 1, lua: RESERVE });
-  redis.defineCommand("palmRefund", { numberOfKeys: 1, lua: REFUND });
+  redis.defineCommand("palmRenew", { numberOfKeys: 1, lua: RENEW });
+  redis.defineCommand("palmCommit", { numberOfKeys: 1, lua: COMMIT });
+  redis.defineCommand("palmRelease", { numberOfKeys: 1, lua: RELEASE });
+  redis.defineCommand("palmUsage", { numberOfKeys: 1, lua: USAGE });
   redis.defineCommand("palmRevoke", { numberOfKeys: 1, lua: REVOKE });
 
   const keyKey = (hash: string) => `${p}key:${hash}`;
   const clientKey = (id: string) => `${p}client:${id}`;
   const clientKeysKey = (id: string) => `${p}client:${id}:keys`;
-  const usageKey = (id: string, period: QuotaPeriod) => `${p}usage:${id}:${period.id}`;
+  const usageKey = (id: string, period: QuotaPeriod) => `${p}quota:${id}:${period.id}`;
 
   async function guard<T>(op: string, fn: () => Promise<T>): Promise<T> {
     try {
@@ -125,19 +165,32 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
         const plan = await redis.hget(clientKey(clientId), "plan");
         return plan ? { clientId, plan } : undefined;
       }),
-    reserve: (clientId, period, limit, reservationId) =>
+    reserve: (clientId, period, limit, reservationId, leaseMs) =>
       guard("reserve", async (): Promise<Reservation> => {
         const [granted, used] = await redis.palmReserve(
           usageKey(clientId, period),
           limit,
           period.resetsAt + COUNTER_GRACE_SECONDS,
           reservationId,
+          Math.max(1, Math.round(leaseMs)),
         );
         return { granted: granted === 1, used: Number(used) };
       }),
-    refund: (clientId, period, reservationId) =>
-      guard("refund", async () => Number(await redis.palmRefund(usageKey(clientId, period), reservationId))),
-    usage: (clientId, period) => guard("usage", async () => redis.scard(usageKey(clientId, period))),
+    renew: (clientId, period, reservationId, leaseMs) =>
+      guard("renew", async () => (await redis.palmRenew(usageKey(clientId, period), reservationId, Math.max(1, Math.round(leaseMs)))) === 1),
+    commit: (clientId, period, limit, reservationId) =>
+      guard("commit", async (): Promise<Commit> => {
+        const [committed, place, used] = await redis.palmCommit(
+          usageKey(clientId, period),
+          limit,
+          period.resetsAt + COUNTER_GRACE_SECONDS,
+          reservationId,
+        );
+        return { committed: committed === 1, place: Number(place), used: Number(used) };
+      }),
+    release: (clientId, period, reservationId) =>
+      guard("release", async () => Number(await redis.palmRelease(usageKey(clientId, period), reservationId))),
+    usage: (clientId, period) => guard("usage", async () => Number(await redis.palmUsage(usageKey(clientId, period)))),
     createKey: (clientId, keyHash, plan) =>
       guard("createKey", async () => {
         const now = Date.now();
@@ -183,11 +236,13 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
         return records.sort((a, b) => a.createdAt - b.createdAt);
       }),
     async close(): Promise<void> {
-      try {
-        await redis.quit();
-      } catch {
-        redis.disconnect();
-      }
+      // QUIT waits for an answer that an unreachable Redis never gives: only a connected client
+      // says goodbye, and only for a bounded time (palmctl exits within seconds, test/integration/palmctl.spec.ts).
+      if (redis.status !== "ready") return void redis.disconnect();
+      const bye = redis.quit().catch(() => {});
+      const timeout = new Promise<void>((resolve) => setTimeout(resolve, 1000).unref());
+      await Promise.race([bye, timeout]);
+      redis.disconnect();
     },
   };
   return store;

@@ -34,26 +34,58 @@ export interface ClientRecord {
 export interface Reservation {
   /** Whether one unit was reserved (false: the limit is reached, nothing changed). */
   readonly granted: boolean;
-  /** Count after the call (including this reservation when granted). */
+  /** Units held after the call, committed and pending (including this one when granted). */
   readonly used: number;
 }
 
-/** Store keeps keys, clients and monthly counters. Every method may throw StoreUnavailableError. */
+/** Commit is the answer of {@link Store.commit}. */
+export interface Commit {
+  /**
+   * Whether the unit is committed. False only when its pending lease had lapsed and the limit
+   * was reached meanwhile by others: then nothing changed.
+   */
+  readonly committed: boolean;
+  /** This request's place among the period's committed units (1-based); 0 when not committed. */
+  readonly place: number;
+  /** Units held after the call, committed and pending. */
+  readonly used: number;
+}
+
+/**
+ * Store keeps keys, clients and monthly counters. Every method may throw StoreUnavailableError.
+ *
+ * Quota units are held in two states. A unit is *pending* from {@link Store.reserve} until
+ * {@link Store.commit} (the request's 200) or {@link Store.release} (any other outcome); a
+ * pending unit carries a lease deadline that the replica serving the request renews
+ * ({@link Store.renew}). A pending unit whose lease has passed is dropped by the store itself on
+ * its next reserve, commit or usage for that client and period, so a unit held by a replica that
+ * died is given back without that replica (test/integration/quota-leases.spec.ts). Committed
+ * units are never given back. The count against the limit is committed + live pending.
+ */
 export interface Store {
   /** findKey resolves a key hash to its owner; undefined when unknown or revoked. */
   findKey(keyHash: string): Promise<KeyOwner | undefined>;
   /**
-   * reserve atomically counts the reservation `reservationId` (unique per request) for the client
-   * and `period`, unless `limit` is already reached. Idempotent: the same id never counts twice.
+   * reserve atomically adds the pending unit `reservationId` (unique per request) for the client
+   * and `period`, with a lease of `leaseMs`, unless `limit` is already reached. Idempotent: the
+   * same id never counts twice (a second call renews its lease).
    */
-  reserve(clientId: string, period: QuotaPeriod, limit: number, reservationId: string): Promise<Reservation>;
+  reserve(clientId: string, period: QuotaPeriod, limit: number, reservationId: string, leaseMs: number): Promise<Reservation>;
+  /** renew extends a pending unit's lease to `leaseMs` from now; false when it is not pending (any more). */
+  renew(clientId: string, period: QuotaPeriod, reservationId: string, leaseMs: number): Promise<boolean>;
   /**
-   * refund atomically removes the reservation `reservationId` and returns the count after.
-   * Idempotent, and a no-op for a reservation that was never made: a refund sent after a reserve
-   * whose answer was lost (timeout) is always safe (test/integration/quota.spec.ts, Redis hang).
+   * commit turns the pending unit `reservationId` into a committed one and returns its place.
+   * Idempotent (the same place again). A unit whose lease lapsed is committed only while the
+   * count is under `limit`.
    */
-  refund(clientId: string, period: QuotaPeriod, reservationId: string): Promise<number>;
-  /** usage returns the client's count for `period`. */
+  commit(clientId: string, period: QuotaPeriod, limit: number, reservationId: string): Promise<Commit>;
+  /**
+   * release atomically drops the pending unit `reservationId` and returns the units held after.
+   * Idempotent, and a no-op for a unit that was never reserved or is committed: a release sent
+   * after a reserve whose answer was lost (timeout) is always safe.
+   */
+  release(clientId: string, period: QuotaPeriod, reservationId: string): Promise<number>;
+  /** usage returns the client's units held for `period`: committed plus live pending. */
   usage(clientId: string, period: QuotaPeriod): Promise<number>;
   /** createKey stores a key hash for a client, creating the client on `plan` (default "free") if new. */
   createKey(clientId: string, keyHash: string, plan?: string): Promise<KeyRecord>;

@@ -7,6 +7,10 @@
  *   palmctl keys list --client ID                   hash prefixes, created, revoked
  *   palmctl usage --client ID                       this month's used and limit
  *   palmctl clients set-plan --client ID --plan NAME
+ *
+ * `--help` (or `-h`, or `palmctl help ...`) after any command prints its help. Client ids follow
+ * {@link CLIENT_ID_PATTERN}. An unreachable Redis ends the command with exit code 1 within
+ * {@link CONNECT_TIMEOUT_MS} (test/integration/palmctl.spec.ts).
  */
 import { generateApiKey, hashApiKey, isWellFormedApiKey } from "../auth/api-key.js";
 import { quotaPeriodOf } from "../auth/quota-period.js";
@@ -23,14 +27,43 @@ export interface PalmctlIo {
   store?: Store;
 }
 
+/**
+ * CLIENT_ID_PATTERN is the alphabet of client ids: lower-case letters and digits, then also `.`,
+ * `_` and `-`, 1 to 64 in all. No `:` (the separator of the Redis layout, so that no id can name
+ * another id's keys) and no `{` `}` (Redis Cluster hash tags).
+ */
+export const CLIENT_ID_PATTERN = /^[a-z0-9][a-z0-9._-]{0,63}$/;
+
+/** CONNECT_TIMEOUT_MS: palmctl gives up on an unreachable Redis after this (exit 1). */
+const CONNECT_TIMEOUT_MS = 3000;
+
+/** COMMANDS: each command's synopsis and what it does (its --help). */
+const COMMANDS: Readonly<Record<string, readonly [string, string]>> = Object.freeze({
+  "keys create": ["palmctl keys create --client ID [--plan NAME]", "create a key; it is printed alone on the last line, only now"],
+  "keys revoke": ["palmctl keys revoke KEY|HASH|HASH-PREFIX", "revoke one key (a hash prefix must be unique, 8+ hex)"],
+  "keys list": ["palmctl keys list --client ID", "a client's keys: hash prefix, created, revoked"],
+  usage: ["palmctl usage --client ID", "this month's used and limit of a client"],
+  "clients set-plan": ["palmctl clients set-plan --client ID --plan NAME", "create a client or move it to another plan"],
+});
+
+const FOOTER = `client ids: 1-64 of a-z 0-9 . _ - (starting with a letter or digit)
+environment: REDIS_URL (required), PALM_REDIS_PREFIX, PALM_PLAN_LIMITS
+exit codes: 0 ok, 1 failure (Redis unreachable within ${CONNECT_TIMEOUT_MS / 1000} s included), 2 usage error`;
+
 /** PALMCTL_USAGE is the help text. */
 export const PALMCTL_USAGE = `usage:
-  palmctl keys create --client ID [--plan NAME]
-  palmctl keys revoke KEY|HASH|HASH-PREFIX
-  palmctl keys list --client ID
-  palmctl usage --client ID
-  palmctl clients set-plan --client ID --plan NAME
-environment: REDIS_URL (required), PALM_REDIS_PREFIX, PALM_PLAN_LIMITS`;
+${Object.values(COMMANDS)
+  .map(([synopsis]) => `  ${synopsis}`)
+  .join("\n")}
+${FOOTER}`;
+
+/** helpFor is the help of the commands starting with `words` (all of them when none matches). */
+function helpFor(words: readonly string[]): string {
+  const prefix = words.join(" ");
+  const matching = Object.entries(COMMANDS).filter(([name]) => prefix !== "" && (name === prefix || name.startsWith(`${prefix} `)));
+  if (matching.length === 0) return PALMCTL_USAGE;
+  return `usage:\n${matching.map(([, [synopsis, what]]) => `  ${synopsis}\n      ${what}`).join("\n")}\n${FOOTER}`;
+}
 
 class UsageError extends Error {}
 
@@ -38,6 +71,10 @@ class UsageError extends Error {}
 export async function runPalmctl(argv: readonly string[], io: PalmctlIo = {}): Promise<number> {
   const out = io.stdout ?? ((l: string) => process.stdout.write(`${l}\n`));
   const err = io.stderr ?? ((l: string) => process.stderr.write(`${l}\n`));
+  if (argv.includes("--help") || argv.includes("-h") || argv[0] === "help") {
+    out(helpFor(argv.filter((a) => a !== "--help" && a !== "-h" && a !== "help")));
+    return 0;
+  }
   let config: Config;
   try {
     config = loadConfig(io.env ?? process.env);
@@ -49,13 +86,16 @@ export async function runPalmctl(argv: readonly string[], io: PalmctlIo = {}): P
   let store = io.store;
   try {
     const args = parseFlags(group === "usage" ? [command, ...rest].filter((a) => a !== undefined) : rest);
-    if (!store) {
+    // Connected only once the arguments are valid: a usage error never waits for Redis.
+    const open = async (): Promise<Store> => {
+      if (store) return store;
       if (config.redisUrl === undefined) throw new UsageError("REDIS_URL is not set: palmctl manages the shared Redis store");
-      const redis = createRedisStore({ url: config.redisUrl, keyPrefix: config.redisKeyPrefix, commandTimeoutMs: 5000 });
-      await redis.ready(5000);
+      const redis = createRedisStore({ url: config.redisUrl, keyPrefix: config.redisKeyPrefix, commandTimeoutMs: CONNECT_TIMEOUT_MS });
       store = redis;
-    }
-    await dispatch(group, command, args, store, config, out);
+      await redis.ready(CONNECT_TIMEOUT_MS);
+      return redis;
+    };
+    await dispatch(group, command, args, open, config, out);
     return 0;
   } catch (e) {
     if (e instanceof UsageError) {
@@ -100,7 +140,7 @@ function need(f: Flags, name: string): string {
 
 function clientId(f: Flags): string {
   const id = need(f, "client");
-  if (!/^[A-Za-z0-9_.:-]{1,64}$/.test(id)) throw new UsageError("--client must be 1-64 of A-Z a-z 0-9 _ . : -");
+  if (!CLIENT_ID_PATTERN.test(id)) throw new UsageError("--client must be 1-64 of a-z 0-9 . _ - starting with a letter or digit");
   return id;
 }
 
@@ -118,7 +158,7 @@ async function dispatch(
   group: string | undefined,
   command: string | undefined,
   f: Flags,
-  store: Store,
+  open: () => Promise<Store>,
   config: Config,
   out: (l: string) => void,
 ): Promise<void> {
@@ -126,6 +166,7 @@ async function dispatch(
     case "keys create": {
       const id = clientId(f);
       const plan = planName(f, config);
+      const store = await open();
       const key = generateApiKey();
       const record = await store.createKey(id, hashApiKey(key), plan);
       const client = await store.getClient(id);
@@ -136,6 +177,8 @@ async function dispatch(
     case "keys revoke": {
       const target = f.positional[0];
       if (!target) throw new UsageError("keys revoke needs a KEY, a HASH or a hash prefix (8+ hex)");
+      if (!isWellFormedApiKey(target) && !/^[0-9a-f]{8,64}$/.test(target)) throw new UsageError("not a key, a SHA-256 hash or a hash prefix");
+      const store = await open();
       let hash: string;
       if (isWellFormedApiKey(target)) hash = hashApiKey(target);
       else if (/^[0-9a-f]{64}$/.test(target)) hash = target;
@@ -150,6 +193,7 @@ async function dispatch(
     }
     case "keys list": {
       const id = clientId(f);
+      const store = await open();
       const keys = await store.listKeys(id);
       out(`hash          created                   revoked`);
       for (const k of keys) {
@@ -159,6 +203,7 @@ async function dispatch(
     }
     case "usage": {
       const id = clientId(f);
+      const store = await open();
       const client = await store.getClient(id);
       if (!client) throw new Error(`no client ${JSON.stringify(id)}`);
       const period = quotaPeriodOf();
@@ -170,6 +215,7 @@ async function dispatch(
     case "clients set-plan": {
       const id = clientId(f);
       const plan = planName(f, config) ?? need(f, "plan");
+      const store = await open();
       await store.setPlan(id, plan);
       out(`client ${id} is on plan ${plan}`);
       return;

@@ -20,6 +20,26 @@ export interface LineStats {
   coverage: number;
   /** Whether the line was found (enough pixels and confidence). */
   detected: boolean;
+  /** The line's course in image pixels, in reading order (see line-geometry.ts); empty when not detected. */
+  polyline: [number, number][];
+  /** Length of the polyline as a fraction of {@link HandInfo.palmWidth}; 0 when not detected. */
+  length: number;
+}
+
+/**
+ * NoLinesReason says why no line is reported: no hand found, the back of a hand, or a palm whose
+ * lines are unclear; "" when lines are reported.
+ */
+export type NoLinesReason = "" | "no_hand" | "back_of_hand" | "lines_unclear";
+
+/** HandInfo is the hand the engine found. */
+export interface HandInfo {
+  /** Which hand it is (for a photo that is not mirrored). */
+  handedness: "left" | "right";
+  /** The 21 hand landmarks (MediaPipe order: 0 wrist, 4 thumb tip, 5/9/13/17 knuckles...), image pixels. */
+  landmarks: [number, number][];
+  /** Distance between the index and little-finger knuckles (landmarks 5 and 17), image pixels. */
+  palmWidth: number;
 }
 
 /** AnalysisResult is everything the engine produces for one image. */
@@ -34,12 +54,23 @@ export interface AnalysisResult {
   /** Single-channel PNG per line, width x height, 255 on the line and 0 elsewhere. */
   masks: Record<LineName, Uint8Array>;
   stats: Record<LineName, LineStats>;
+  /** The hand found; absent when none was (or the line model saw no palm where it was). */
+  hand?: HandInfo;
+  /** Why no line is reported; "" when at least one is. */
+  reason: NoLinesReason;
 }
 
 /** AnalyzeOptions are per-call options of {@link Analyzer.analyze}. */
 export interface AnalyzeOptions {
   /** Aborts queued or running work (request deadline, client gone). */
   signal?: AbortSignal;
+  /**
+   * Called once admission control accepted the analysis (it holds a place, running or queued)
+   * and before it starts; the analysis waits for it, and its rejection rejects the analysis with
+   * the same error and frees the place. The service reserves the quota unit here, so that a
+   * request refused as overloaded never holds one.
+   */
+  admitted?: () => Promise<void>;
 }
 
 /** Analyzer turns image bytes into an {@link AnalysisResult}. */

@@ -97,6 +97,8 @@ interface Pending {
   signal?: AbortSignal;
   onAbort?: () => void;
   settled: boolean;
+  /** Admitted but waiting for its `admitted` hook: holds a place, is not dispatched yet. */
+  held: boolean;
 }
 
 function positiveInt(value: number | undefined, fallback: number, name: string, min = 1): number {
@@ -118,7 +120,8 @@ function abortReason(signal: AbortSignal): unknown {
  * rejects at once with OverloadedError (retry hint from the recent mean duration). Cheap
  * input checks (size, magic bytes) reject before admission. An aborted signal rejects a
  * queued analysis at once with the signal's reason and frees its place; a running one
- * rejects at once too, its worker finishing in the background.
+ * rejects at once too, and its worker process is killed and replaced (worker-pool.ts), so that
+ * work nobody waits for stops within a bounded time.
  */
 export async function createAnalyzer(options: AnalyzerOptions = {}): Promise<EngineAnalyzer> {
   const cores = availableParallelism();
@@ -154,12 +157,14 @@ export async function createAnalyzer(options: AnalyzerOptions = {}): Promise<Eng
   }
 
   function dispatch(): void {
-    while (!closed && queue.length > 0 && running < maxInFlight && pool.idleCount() > 0) {
-      const p = queue.shift()!;
+    while (!closed && running < maxInFlight && pool.idleCount() > 0) {
+      const i = queue.findIndex((q) => !q.held);
+      if (i < 0) break;
+      const p = queue.splice(i, 1)[0];
       if (p.settled) continue;
       running++;
       const started = performance.now();
-      pool.run(p.bytes).then(
+      pool.run(p.bytes, { signal: p.signal }).then(
         ({ result, timings }) => {
           meanMs = 0.8 * meanMs + 0.2 * (performance.now() - started);
           options.onTimings?.(timings);
@@ -192,31 +197,48 @@ export async function createAnalyzer(options: AnalyzerOptions = {}): Promise<Eng
       } catch (e) {
         return Promise.reject(e);
       }
+      // Running, queued and held analyses together within maxInFlight + maxQueue: a held one
+      // (waiting for its `admitted` hook) is about to run or queue.
       const waiting = queue.length;
-      if (running >= maxInFlight && waiting >= maxQueue) {
+      if (running + waiting >= maxInFlight + maxQueue) {
         const seconds = Math.max(1, Math.ceil(((waiting + running) / maxInFlight) * (meanMs / 1000)));
         return Promise.reject(new OverloadedError(seconds));
       }
       return new Promise<AnalysisResult>((resolve, reject) => {
-        const p: Pending = { bytes: image, resolve, reject, signal, settled: false };
+        const admitted = callOptions.admitted;
+        const p: Pending = { bytes: image, resolve, reject, signal, settled: false, held: admitted !== undefined };
         if (signal) {
           p.onAbort = () => {
             if (!settle(p)) return;
             const i = queue.indexOf(p);
             if (i >= 0) queue.splice(i, 1);
             reject(abortReason(signal));
+            dispatch();
           };
           signal.addEventListener("abort", p.onAbort, { once: true });
         }
         queue.push(p);
-        dispatch();
+        if (!admitted) return dispatch();
+        admitted().then(
+          () => {
+            p.held = false;
+            dispatch();
+          },
+          (e: unknown) => {
+            if (!settle(p)) return;
+            const i = queue.indexOf(p);
+            if (i >= 0) queue.splice(i, 1);
+            reject(e);
+            dispatch();
+          },
+        );
       });
     },
     async close() {
       if (closed) return;
       closed = true;
       for (const p of queue.splice(0)) if (settle(p)) p.reject(new Error("The analyzer is closed."));
-      // Analyses abandoned by a timeout or cancel may still run in a worker: let them finish
+      // Running analyses (an aborted one's worker is already being killed): let them finish
       // first, within a bound, so that a worker is never stopped in the middle of its work.
       const deadline = Date.now() + CLOSE_WAIT_MS;
       while (running > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));

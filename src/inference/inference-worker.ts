@@ -1,6 +1,6 @@
 /**
  * Worker-process entry of the analyzer pool: waits for its start-up data, lowers its own
- * priority, loads its own model session, then runs the whole per-image pipeline
+ * priority, loads its own models (line model and hand landmarker), then runs the whole per-image pipeline
  * ({@link analyzeImage}) for each job it is sent, one at a time. onnxruntime's `session.run`
  * and the pixel loops block this process, never the server's event loop. It exits when the
  * parent goes (the IPC channel closes), so a killed server leaves no worker behind.
@@ -8,8 +8,7 @@
 import sharp from "sharp";
 import { isImageError } from "../image/image-error.js";
 import { lowerThreadPriorities, useIdleScheduling } from "../thread-priority.js";
-import { createModelSession, type ModelSession } from "./model-session.js";
-import { analyzeImage } from "./pipeline.js";
+import { analyzeImage, createPipelineEngine, type PipelineEngineHandle } from "./pipeline.js";
 import type { WorkerData, WorkerReply, WorkerRequest } from "./worker-protocol.js";
 
 if (!process.send) throw new Error("inference-worker.ts must run as a child process with an IPC channel");
@@ -21,7 +20,7 @@ function send(reply: WorkerReply): void {
   process.send!(reply);
 }
 
-let session: ModelSession | undefined;
+let engine: PipelineEngineHandle | undefined;
 let data: WorkerData | undefined;
 
 async function start(init: WorkerData): Promise<void> {
@@ -31,8 +30,8 @@ async function start(init: WorkerData): Promise<void> {
   if (init.schedIdle) useIdleScheduling();
   if (init.sharpConcurrency > 0) sharp.concurrency(init.sharpConcurrency);
   try {
-    session = await createModelSession({ modelPath: init.modelPath, intraOpNumThreads: init.intraOpNumThreads });
-    send({ type: "ready", model: session.metadata.model });
+    engine = await createPipelineEngine({ modelPath: init.modelPath, intraOpNumThreads: init.intraOpNumThreads });
+    send({ type: "ready", model: engine.lines.metadata.model });
   } catch (e) {
     const err = e as Error;
     send({ type: "init-error", name: err?.name ?? "Error", message: err?.message ?? String(e) });
@@ -41,7 +40,7 @@ async function start(init: WorkerData): Promise<void> {
 
 async function job(id: number, bytes: Uint8Array): Promise<void> {
   try {
-    const { result, timings } = await analyzeImage(bytes, session!, data!.pipeline);
+    const { result, timings } = await analyzeImage(bytes, engine!, data!.pipeline);
     send({ type: "result", id, result, timings });
   } catch (e) {
     const err = e as Error;
@@ -60,6 +59,6 @@ async function job(id: number, bytes: Uint8Array): Promise<void> {
 
 process.on("message", (msg: WorkerRequest) => {
   if (msg.type === "init") void start(msg.data);
-  else if (msg.type === "job" && session) void job(msg.id, msg.bytes);
+  else if (msg.type === "job" && engine) void job(msg.id, msg.bytes);
 });
 process.on("disconnect", () => process.exit(0));

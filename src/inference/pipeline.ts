@@ -1,27 +1,34 @@
 /**
- * The per-image pipeline, from image bytes to {@link AnalysisResult}: decode, whole-image pass
- * (palm), palm crop pass (lines), post-processing, mask and overlay encoding. It runs inside a
+ * The per-image pipeline, from image bytes to {@link AnalysisResult}: decode, hand landmarks on a
+ * small copy, the canonical palm frame (upright, every hand seen as a right palm), the line model
+ * in that frame, post-processing, masks mapped back onto the photo, encoding. It runs inside a
  * worker process of the analyzer's pool, and in-process for benchmarks of the floor.
  */
 import { decodeImage } from "../image/decode.js";
 import { LINE_COLOURS, encodeMaskPng, encodeOverlayJpeg, type OverlayOptions } from "../image/encode.js";
 import { emptyMask } from "../image/mask.js";
-import { preprocessCrop, preprocessLetterbox, type TensorSpec } from "../image/preprocess.js";
-import { LINE_NAMES, type AnalysisResult, type LineName, type LineStats } from "./analyzer-types.js";
-import type { ModelMetadata } from "./model-metadata.js";
+import { preprocessFrame, resizeToFit, type TensorSpec } from "../image/preprocess.js";
+import type { Point } from "../landmarks/geometry.js";
+import { createHandLandmarker, facing, type HandDetection } from "../landmarks/hand-landmarker.js";
+import { frameToImage, palmFrame, palmWidth } from "../landmarks/palm-frame.js";
 import {
-  findPalm,
-  palmCropBox,
-  palmDistanceMap,
-  palmShare,
-  renderFullMask,
-  selectLine,
-  type FullMask,
-} from "./postprocess.js";
+  LINE_NAMES,
+  type AnalysisResult,
+  type HandInfo,
+  type LineName,
+  type LineStats,
+  type NoLinesReason,
+} from "./analyzer-types.js";
+import { linePath, polylineLength } from "./line-geometry.js";
+import type { ModelMetadata } from "./model-metadata.js";
+import { createModelSession, type ModelSession, type ModelSessionOptions } from "./model-session.js";
+import { palmDistanceMap, palmShare, renderFrameMask, selectLine, type FullMask } from "./postprocess.js";
 
 /** StageTimings are milliseconds spent per pipeline stage for one image. */
 export interface StageTimings {
   decode: number;
+  /** Hand search: the small copy and the landmark models. */
+  landmarks: number;
   preprocess: number;
   inference: number;
   postprocess: number;
@@ -35,6 +42,20 @@ export interface PipelineModel {
   readonly metadata: ModelMetadata;
   run(input: Float32Array): Promise<Float32Array>;
 }
+
+/** HandDetector finds the most prominent hand in an interleaved RGB buffer (a HandLandmarker). */
+export interface HandDetector {
+  detect(rgb: Uint8Array, width: number, height: number): Promise<Pick<HandDetection, "landmarks" | "handedness"> | null>;
+}
+
+/** PipelineEngine is the two models the pipeline runs: hand landmarks, then the line model. */
+export interface PipelineEngine {
+  readonly lines: PipelineModel;
+  readonly hands: HandDetector;
+}
+
+/** HAND_SEARCH_SIDE: hands are searched on a copy whose longer side is at most this (pixels). */
+export const HAND_SEARCH_SIDE = 640;
 
 /** PipelineOptions tune {@link analyzeImage}. */
 export interface PipelineOptions {
@@ -68,11 +89,12 @@ function round(value: number, decimals: number): number {
  * confidence = mean probability over them (0 when none, 4 decimals), coverage = percentage of
  * the image (2 decimals), detected = the model-resolution decision and a non-empty mask.
  */
-export function lineStats(mask: FullMask, detected: boolean): LineStats {
+export function lineStats(mask: FullMask, detected: boolean, polyline: [number, number][] = [], length = 0): LineStats {
   const pixels = detected ? mask.pixels : 0;
   const confidence = pixels > 0 ? Math.min(1, Math.max(0, round(mask.probSum / pixels, 4))) : 0;
   const coverage = round((100 * pixels) / (mask.width * mask.height), 2);
-  return { pixels, confidence, coverage, detected: detected && pixels > 0 };
+  const found = detected && pixels > 0;
+  return { pixels, confidence, coverage, detected: found, polyline: found ? polyline : [], length: found ? round(length, 3) : 0 };
 }
 
 /**
@@ -81,13 +103,14 @@ export function lineStats(mask: FullMask, detected: boolean): LineStats {
  */
 export async function analyzeImage(
   bytes: Uint8Array,
-  model: PipelineModel,
+  engine: PipelineEngine,
   options: PipelineOptions = {},
 ): Promise<{ result: AnalysisResult; timings: StageTimings }> {
+  const model = engine.lines;
   const meta = model.metadata;
   const S = meta.inputSize;
   const spec = tensorSpec(meta);
-  const t: StageTimings = { decode: 0, preprocess: 0, inference: 0, postprocess: 0, maskEncode: 0, overlayEncode: 0, total: 0 };
+  const t: StageTimings = { decode: 0, landmarks: 0, preprocess: 0, inference: 0, postprocess: 0, maskEncode: 0, overlayEncode: 0, total: 0 };
   const start = performance.now();
   let mark = start;
   const lap = (stage: Exclude<keyof StageTimings, "total">) => {
@@ -100,60 +123,79 @@ export async function analyzeImage(
   const { width, height } = image;
   lap("decode");
 
-  const whole = await preprocessLetterbox(image, spec);
-  lap("preprocess");
-  const probs1 = await model.run(whole.tensor);
-  lap("inference");
-  const palm = findPalm(channel(probs1, meta.channels.palm, S), S, meta.palmProposal, whole.box, image);
-  lap("postprocess");
-
   const masks = {} as Record<LineName, FullMask>;
   const detected = {} as Record<LineName, boolean>;
+  const paths = {} as Record<LineName, [number, number][]>;
   const clearLines = () => {
     for (const line of LINE_NAMES) {
       masks[line] = { ...emptyMask(width, height), pixels: 0, probSum: 0 };
       detected[line] = false;
+      paths[line] = [];
     }
   };
   clearLines();
-  if (palm) {
-    const box = palmCropBox(palm, meta.cropMargin);
-    const crop = await preprocessCrop(image, box, spec);
-    lap("preprocess");
-    const probs2 = await model.run(crop.tensor);
-    lap("inference");
-    const palm2 = channel(probs2, meta.channels.palm, S);
-    // The crop pass sees the palm at full model resolution: when it finds too little palm there,
-    // the whole-image pass mistook something else (a back of hand, a forearm) for one.
-    const confirmed = meta.cropMinPalm <= 0 || palmShare(palm2, S, meta.thresholds.palm) >= meta.cropMinPalm;
-    const palmDistance = confirmed ? palmDistanceMap(palm2, S, meta.thresholds.palm) : null;
-    const selected: { line: LineName; prob: Float32Array; kept: Uint8Array }[] = [];
-    for (const line of confirmed ? LINE_NAMES : []) {
-      const prob = channel(probs2, meta.channels[line], S);
-      const sel = selectLine(prob, S, {
-        threshold: meta.thresholds[line],
-        minPixels: meta.detection.minPixels,
-        minConfidence: meta.detection.minConfidence,
-        palmDistance,
-      });
-      if (sel.detected) selected.push({ line, prob, kept: sel.kept });
-    }
-    // Fewer lines than the model's `detection.min_lines` on a palm: none is reported, so none is
-    // rendered at full size (checked again after rendering: a line can render to no pixel).
-    if (selected.length >= meta.detection.minLines) {
-      for (const { line, prob, kept } of selected) {
-        masks[line] = renderFullMask(prob, kept, S, meta.thresholds[line], box, width, height);
-        detected[line] = masks[line].pixels > 0;
+  let reason: NoLinesReason = "no_hand";
+  let hand: HandInfo | undefined;
+
+  const small = await resizeToFit(image, HAND_SEARCH_SIDE);
+  const found = await engine.hands.detect(small.data, small.width, small.height);
+  lap("landmarks");
+  if (found) {
+    const sx = width / small.width;
+    const sy = height / small.height;
+    const landmarks = found.landmarks.map(([x, y]): Point => [round(x * sx, 1), round(y * sy, 1)]);
+    hand = { handedness: found.handedness, landmarks, palmWidth: round(palmWidth(landmarks), 1) };
+    if (facing(hand) === "back") {
+      reason = "back_of_hand";
+    } else {
+      const frame = palmFrame(landmarks);
+      const tensor = await preprocessFrame(image, frame, spec);
+      lap("preprocess");
+      const probs = await model.run(tensor);
+      lap("inference");
+      const palm = channel(probs, meta.channels.palm, S);
+      // The line model confirms the palm: where it sees too little, the landmarks were not on a palm.
+      const confirmed = meta.cropMinPalm <= 0 || palmShare(palm, S, meta.thresholds.palm) >= meta.cropMinPalm;
+      if (!confirmed) {
+        hand = undefined;
+      } else {
+        reason = "lines_unclear";
+        const palmDistance = palmDistanceMap(palm, S, meta.thresholds.palm);
+        const selected: { line: LineName; prob: Float32Array; kept: Uint8Array }[] = [];
+        for (const line of LINE_NAMES) {
+          const prob = channel(probs, meta.channels[line], S);
+          const sel = selectLine(prob, S, {
+            threshold: meta.thresholds[line],
+            minPixels: meta.detection.minPixels,
+            minConfidence: meta.detection.minConfidence,
+            palmDistance,
+          });
+          if (sel.detected) selected.push({ line, prob, kept: sel.kept });
+        }
+        // Fewer lines than the model's `detection.min_lines` on a palm: none is reported (checked
+        // again after rendering: a line can render to no pixel).
+        if (selected.length >= meta.detection.minLines) {
+          for (const { line, prob, kept } of selected) {
+            masks[line] = renderFrameMask(prob, kept, S, meta.thresholds[line], frame, width, height);
+            detected[line] = masks[line].pixels > 0;
+            paths[line] = linePath(kept, S, line).map(([u, v]) => {
+              const [x, y] = frameToImage(frame, S, u, v);
+              return [round(x, 1), round(y, 1)];
+            });
+          }
+          if (LINE_NAMES.filter((line) => detected[line]).length < meta.detection.minLines) clearLines();
+          else reason = "";
+        }
+        lap("postprocess");
       }
-      if (LINE_NAMES.filter((line) => detected[line]).length < meta.detection.minLines) clearLines();
     }
-    lap("postprocess");
   }
 
   const stats = {} as Record<LineName, LineStats>;
   const pngs = {} as Record<LineName, Uint8Array>;
   for (const line of LINE_NAMES) {
-    stats[line] = lineStats(masks[line], detected[line]);
+    const unit = hand?.palmWidth ?? 0;
+    stats[line] = lineStats(masks[line], detected[line], paths[line], unit > 0 ? polylineLength(paths[line]) / unit : 0);
     pngs[line] = encodeMaskPng(masks[line], { level: options.maskPngLevel });
   }
   lap("maskEncode");
@@ -164,5 +206,32 @@ export async function analyzeImage(
   );
   lap("overlayEncode");
   t.total = performance.now() - start;
-  return { result: { model: meta.model, width, height, overlay, masks: pngs, stats }, timings: t };
+  return { result: { model: meta.model, width, height, overlay, masks: pngs, stats, hand, reason }, timings: t };
+}
+
+/** PipelineEngineHandle is a loaded {@link PipelineEngine} that owns its native sessions. */
+export interface PipelineEngineHandle extends PipelineEngine {
+  readonly lines: ModelSession;
+  /** close frees both models' sessions. */
+  close(): Promise<void>;
+}
+
+/** createPipelineEngine loads the line model and the hand landmarker (one intra-op thread each by default). */
+export async function createPipelineEngine(options: ModelSessionOptions = {}): Promise<PipelineEngineHandle> {
+  const [lines, hands] = await Promise.allSettled([
+    createModelSession(options),
+    createHandLandmarker({ intraOpNumThreads: options.intraOpNumThreads }),
+  ]);
+  if (lines.status === "rejected" || hands.status === "rejected") {
+    if (lines.status === "fulfilled") await lines.value.release();
+    if (hands.status === "fulfilled") await hands.value.close();
+    throw lines.status === "rejected" ? lines.reason : (hands as PromiseRejectedResult).reason;
+  }
+  return {
+    lines: lines.value,
+    hands: hands.value,
+    async close() {
+      await Promise.all([lines.value.release(), hands.value.close()]);
+    },
+  };
 }

@@ -5,6 +5,7 @@
  */
 import type { BoxMask } from "../image/mask.js";
 import type { SquareBox } from "../image/preprocess.js";
+import { frameToImage, imageToFrame, type PalmFrame } from "../landmarks/palm-frame.js";
 
 /** Components is a labelling of a binary S x S map. */
 export interface Components {
@@ -405,6 +406,106 @@ export function renderFullMask(
   }
   if (pixels === 0) return empty;
   // Tighten to the set pixels.
+  const tw = mx1 - mx0 + 1;
+  const th = my1 - my0 + 1;
+  const tight = new Uint8Array(tw * th);
+  for (let y = 0; y < th; y++) tight.set(data.subarray((y + my0) * bw + mx0, (y + my0) * bw + mx0 + tw), y * tw);
+  return { width, height, x0: X0 + mx0, y0: Y0 + my0, x1: X0 + mx1 + 1, y1: Y0 + my1 + 1, data: tight, pixels, probSum };
+}
+
+/**
+ * renderFrameMask is {@link renderFullMask} for a rotated or mirrored palm frame: the kept line's
+ * probabilities (with their 1-pixel rim) are sampled bilinearly at every image pixel whose centre
+ * falls inside the line's footprint, and thresholded. Only cells with a corner above the
+ * threshold are interpolated.
+ */
+export function renderFrameMask(
+  prob: Float32Array,
+  kept: Uint8Array,
+  size: number,
+  threshold: number,
+  frame: PalmFrame,
+  width: number,
+  height: number,
+): FullMask {
+  const empty: FullMask = { width, height, x0: 0, y0: 0, x1: 0, y1: 0, data: new Uint8Array(0), pixels: 0, probSum: 0 };
+  // Zero-bordered restricted map: model pixel (u, v) at pad[(v + 1) * P + u + 1].
+  const P = size + 2;
+  const pad = new Float32Array(P * P);
+  let u0 = size, v0 = size, u1 = -1, v1 = -1;
+  for (let v = 0; v < size; v++) {
+    for (let u = 0; u < size; u++) {
+      if (!kept[v * size + u]) continue;
+      for (let dv = -1; dv <= 1; dv++) {
+        const vv = v + dv;
+        if (vv < 0 || vv >= size) continue;
+        for (let du = -1; du <= 1; du++) {
+          const uu = u + du;
+          if (uu >= 0 && uu < size) pad[(vv + 1) * P + uu + 1] = prob[vv * size + uu];
+        }
+      }
+      if (u < u0) u0 = u;
+      if (u > u1) u1 = u;
+      if (v < v0) v0 = v;
+      if (v > v1) v1 = v;
+    }
+  }
+  if (u1 < 0) return empty;
+  // Cell (u, v) spans model pixels u..u+1, v..v+1 (u, v from -1): active when a corner is above the threshold.
+  const active = new Uint8Array(P * P);
+  for (let v = -1; v < size; v++) {
+    for (let u = -1; u < size; u++) {
+      const i = (v + 1) * P + u + 1;
+      if (pad[i] > threshold || pad[i + 1] > threshold || pad[i + P] > threshold || pad[i + P + 1] > threshold) active[i] = 1;
+    }
+  }
+  const corners = [
+    frameToImage(frame, size, u0 - 1.5, v0 - 1.5),
+    frameToImage(frame, size, u1 + 1.5, v0 - 1.5),
+    frameToImage(frame, size, u0 - 1.5, v1 + 1.5),
+    frameToImage(frame, size, u1 + 1.5, v1 + 1.5),
+  ];
+  const X0 = Math.max(0, Math.floor(Math.min(...corners.map((c) => c[0]))));
+  const Y0 = Math.max(0, Math.floor(Math.min(...corners.map((c) => c[1]))));
+  const X1 = Math.min(width, Math.ceil(Math.max(...corners.map((c) => c[0]))) + 1);
+  const Y1 = Math.min(height, Math.ceil(Math.max(...corners.map((c) => c[1]))) + 1);
+  if (X1 <= X0 || Y1 <= Y0) return empty;
+  const bw = X1 - X0;
+  const bh = Y1 - Y0;
+  // Model coordinates change by (du, dv) per image pixel to the right.
+  const q = size / frame.side;
+  const dux = frame.ex[0] * q;
+  const dvx = frame.ey[0] * q;
+  const data = new Uint8Array(bw * bh);
+  let pixels = 0;
+  let probSum = 0;
+  let mx0 = bw, my0 = bh, mx1 = -1, my1 = -1;
+  for (let y = 0; y < bh; y++) {
+    let [u, v] = imageToFrame(frame, size, X0 + 0.5, Y0 + y + 0.5);
+    const row = y * bw;
+    for (let x = 0; x < bw; x++, u += dux, v += dvx) {
+      const iu = Math.floor(u);
+      const iv = Math.floor(v);
+      if (iu < -1 || iv < -1 || iu >= size || iv >= size) continue;
+      const i = (iv + 1) * P + iu + 1;
+      if (!active[i]) continue;
+      const fu = u - iu;
+      const fv = v - iv;
+      const top = pad[i] + (pad[i + 1] - pad[i]) * fu;
+      const bottom = pad[i + P] + (pad[i + P + 1] - pad[i + P]) * fu;
+      const val = top + (bottom - top) * fv;
+      if (val > threshold) {
+        data[row + x] = 1;
+        pixels++;
+        probSum += val;
+        if (x < mx0) mx0 = x;
+        if (x > mx1) mx1 = x;
+        if (y < my0) my0 = y;
+        if (y > my1) my1 = y;
+      }
+    }
+  }
+  if (pixels === 0) return empty;
   const tw = mx1 - mx0 + 1;
   const th = my1 - my0 + 1;
   const tight = new Uint8Array(tw * th);

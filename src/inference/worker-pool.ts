@@ -53,9 +53,13 @@ export interface WorkerPool {
   pids(): number[];
   /**
    * run sends the image bytes to an idle worker (the caller must ensure one is idle) and
-   * resolves with its result. The bytes are copied; the caller keeps its buffer.
+   * resolves with its result. The bytes are copied; the caller keeps its buffer. When `signal`
+   * aborts while the job runs, the job rejects with the signal's reason at once and its worker
+   * is killed (SIGKILL) and replaced: a running analysis cannot be interrupted between the
+   * native calls of the pipeline, and work nobody waits for must not keep a worker busy
+   * (test/unit/inference/worker-pool.spec.ts, "kills the worker of a cancelled job").
    */
-  run(bytes: Uint8Array): Promise<JobOutcome>;
+  run(bytes: Uint8Array, options?: { signal?: AbortSignal }): Promise<JobOutcome>;
   /** onIdle registers a callback for when a worker becomes idle. */
   onIdle(callback: () => void): void;
   /** close stops every worker; running jobs reject. */
@@ -234,19 +238,34 @@ export async function createWorkerPool(options: WorkerPoolOptions): Promise<Work
     idleCount: () => slots.filter((s) => s.alive && !s.busy).length,
     pids: () => slots.filter((s) => s.alive && s.worker.pid).map((s) => s.worker.pid!),
     onIdle: (cb) => void idleCallbacks.push(cb),
-    run(bytes) {
+    run(bytes, runOptions = {}) {
       const slot = slots.find((s) => s.alive && !s.busy);
       if (!slot) return Promise.reject(new Error("no idle inference worker"));
       if (closed) return Promise.reject(new Error("The analyzer is closed."));
+      const signal = runOptions.signal;
+      if (signal?.aborted) return Promise.reject(signal.reason);
       slot.busy = true;
       const id = nextId++;
       return new Promise<JobOutcome>((resolve, reject) => {
-        slot.job = { id, resolve, reject };
+        const onAbort = () => {
+          if (slot.job?.id !== id) return;
+          slot.job = undefined;
+          reject(signal!.reason);
+          // The slot stays busy until the process is gone; its exit brings a replacement.
+          slot.worker.kill("SIGKILL");
+        };
+        const settle = <T>(fn: (v: T) => void) => (v: T) => {
+          signal?.removeEventListener("abort", onAbort);
+          fn(v);
+        };
+        slot.job = { id, resolve: settle(resolve), reject: settle(reject) };
+        signal?.addEventListener("abort", onAbort, { once: true });
         // Serialised into the channel: the caller keeps its buffer.
         const job: WorkerRequest = { type: "job", id, bytes };
         slot.worker.send(job, (err) => {
           if (err && slot.job?.id === id) {
             slot.job = undefined;
+            signal?.removeEventListener("abort", onAbort);
             reject(new Error("The inference worker stopped unexpectedly.", { cause: err }));
             // A worker that cannot be written to is of no further use: its exit brings a replacement.
             slot.worker.kill("SIGKILL");

@@ -18,6 +18,12 @@ export interface ReadBodyOptions {
   timeoutMs: number;
   /** Called once the declared length passed the check, just before reading (e.g. to send 100 Continue). */
   beforeRead?: () => void;
+  /**
+   * Aborted when the client is gone (its socket or stream closed): the read fails with
+   * `canceled` at once, also when that happened before the read began (while the key was being
+   * checked), instead of waiting for the body deadline (test/integration/quota-leases.spec.ts).
+   */
+  signal?: AbortSignal;
 }
 
 /** readRequestBody collects the body; rejects with image_too_large, timeout or canceled. */
@@ -25,6 +31,8 @@ export function readRequestBody(req: IncomingMessage | Http2ServerRequest, optio
   const limit = options.limitBytes ?? MAX_BODY_BYTES;
   const declared = Number(req.headers["content-length"]);
   if (Number.isFinite(declared) && declared > limit) return Promise.reject(palmError("image_too_large"));
+  const signal = options.signal;
+  if (signal?.aborted || req.destroyed) return Promise.reject(palmError("canceled"));
   options.beforeRead?.();
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
@@ -35,6 +43,7 @@ export function readRequestBody(req: IncomingMessage | Http2ServerRequest, optio
       req.off("end", onEnd);
       req.off("error", onError);
       req.off("aborted", onError);
+      signal?.removeEventListener("abort", onError);
       req.pause();
     };
     const fail = (e: unknown) => {
@@ -59,6 +68,7 @@ export function readRequestBody(req: IncomingMessage | Http2ServerRequest, optio
     req.once("end", onEnd);
     req.once("error", onError);
     req.once("aborted", onError);
+    signal?.addEventListener("abort", onError, { once: true });
   });
 }
 

@@ -124,7 +124,7 @@ export function createRestHandler(options: RestHandlerOptions): RestHandler {
       if (!res.writableFinished) abort.abort();
     });
     const token = randomUUID();
-    calls.set(token, { requestId, readBody: route.body === "" ? undefined : () => readMessage(req, res, route) });
+    calls.set(token, { requestId, readBody: route.body === "" ? undefined : () => readMessage(req, res, route, abort.signal) });
     const header = new Headers();
     for (const [name, value] of Object.entries(req.headers)) {
       if (DROPPED_REQUEST_HEADERS.test(name) || value === undefined) continue;
@@ -144,7 +144,7 @@ export function createRestHandler(options: RestHandlerOptions): RestHandler {
     }
   }
 
-  async function readMessage(req: NodeRequest, res: NodeResponse, route: RestRoute): Promise<unknown> {
+  async function readMessage(req: NodeRequest, res: NodeResponse, route: RestRoute, signal: AbortSignal): Promise<unknown> {
     if (!isJsonContentType(req.headers["content-type"])) throw palmError("unsupported_media_type");
     // "Expect: 100-continue" is answered only now, after the key and quota checks passed: a
     // refused client never uploads its body (server.ts defers the automatic 100 for REST paths).
@@ -153,6 +153,7 @@ export function createRestHandler(options: RestHandlerOptions): RestHandler {
       limitBytes: bodyLimit,
       timeoutMs: options.bodyTimeoutMs,
       beforeRead: () => expectsContinue && res.writeContinue(),
+      signal,
     });
     return codec.decode(route.method.input, route.body, bytes);
   }

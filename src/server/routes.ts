@@ -48,7 +48,7 @@ export function createRoutes(options: RoutesOptions): (router: ConnectRouter) =>
 /** InterceptorsOptions configure {@link createInterceptors}. */
 export interface InterceptorsOptions {
   store: Store;
-  config: Pick<Config, "planLimits">;
+  config: Pick<Config, "planLimits" | "quotaLeaseMs">;
   logger: Logger;
   /** Clock for quota periods (tests). */
   now?: () => Date;
@@ -65,6 +65,7 @@ export function createInterceptors(options: InterceptorsOptions): Interceptor[] 
     createQuotaInterceptor({
       store: options.store,
       planLimits: options.config.planLimits,
+      leaseMs: options.config.quotaLeaseMs,
       logger: options.logger,
       now: options.now,
     }),

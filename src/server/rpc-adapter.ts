@@ -28,8 +28,11 @@ import {
   universalRequestFromNodeRequest,
   universalResponseToNodeResponse,
 } from "@connectrpc/connect-node";
-import type { Compression, UniversalHandler } from "@connectrpc/connect/protocol";
-import { palmError } from "../errors.js";
+import type { Compression, UniversalHandler, UniversalServerResponse } from "@connectrpc/connect/protocol";
+import { codeToHttpStatus, errorFromJsonBytes, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
+import { findTrailerError, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import { httpStatusOf, palmError, reasonOf, toPalmError } from "../errors.js";
+import { newRequestId, REQUEST_ID_HEADER } from "./request-id.js";
 import type { Logger } from "../log.js";
 import { pathOf, type NodeHandlerFn } from "../rest/rest-handler.js";
 
@@ -113,6 +116,88 @@ export function limitedCompression(compression: Compression, tooLarge: () => Err
   };
 }
 
+/**
+ * clientFault maps an error that connect detected before any interceptor ran (the message could
+ * not be split, decompressed or parsed; a compressed flag without an encoding) to the error
+ * table: the client's fault is `invalid_json` (InvalidArgument), never INTERNAL; deadlines,
+ * cancels and size limits keep their own rows.
+ */
+export function clientFault(e: ConnectError): ConnectError {
+  if (reasonOf(e) !== undefined) return e;
+  switch (e.code) {
+    case Code.DeadlineExceeded:
+    case Code.Canceled:
+    case Code.ResourceExhausted:
+      return toPalmError(e);
+    default:
+      return palmError("invalid_json", { cause: e });
+  }
+}
+
+/**
+ * mapLibraryErrors rewrites, in place, an error answer that did not pass the request interceptor
+ * (no request id on it: connect refused the request before any interceptor) into the error
+ * table's answer, and logs it once. gRPC: the trailers are rewritten after the body has run;
+ * Connect unary: the JSON error body and status are replaced. gRPC-Web and Connect streaming
+ * bodies carry their trailers inside the body and are left as connect wrote them.
+ */
+async function mapLibraryErrors(
+  uRes: UniversalServerResponse,
+  contentType: string,
+  log: (err: ConnectError, requestId: string) => void,
+): Promise<UniversalServerResponse> {
+  const ct = contentType.toLowerCase();
+  const passed = (h?: Headers) => h?.has(REQUEST_ID_HEADER) === true;
+  if (ct.startsWith("application/grpc") && !ct.startsWith("application/grpc-web") && uRes.trailer) {
+    const trailer = uRes.trailer;
+    const body = uRes.body as AsyncIterable<Uint8Array> | undefined;
+    const rewrite = () => {
+      const found = findTrailerError(trailer);
+      if (!found || passed(trailer) || passed(uRes.header)) return;
+      const err = clientFault(found);
+      const requestId = newRequestId();
+      err.metadata.set(REQUEST_ID_HEADER, requestId);
+      for (const k of [...trailer.keys()]) trailer.delete(k);
+      setTrailerStatus(trailer, err);
+      log(err, requestId);
+    };
+    if (!body) {
+      rewrite();
+      return uRes;
+    }
+    return {
+      ...uRes,
+      body: (async function* () {
+        try {
+          yield* body;
+        } finally {
+          rewrite();
+        }
+      })(),
+    };
+  }
+  if (!isEnveloped(ct) && uRes.status !== 200 && !passed(uRes.header) && ct.startsWith("application/")) {
+    const chunks: Uint8Array[] = [];
+    for await (const c of (uRes.body as AsyncIterable<Uint8Array> | undefined) ?? []) chunks.push(c);
+    let found: ConnectError;
+    try {
+      found = errorFromJsonBytes(Buffer.concat(chunks), undefined, new ConnectError("", Code.Internal));
+    } catch {
+      return { ...uRes, body: (async function* () { yield* chunks; })() };
+    }
+    const err = clientFault(found);
+    const requestId = newRequestId();
+    const header = new Headers(uRes.header);
+    header.set(REQUEST_ID_HEADER, requestId);
+    header.set("content-type", "application/json");
+    const bytes = errorToJsonBytes(err, {});
+    header.set("content-length", String(bytes.byteLength));
+    log(err, requestId);
+    return { status: codeToHttpStatus(err.code), header, body: (async function* () { yield bytes; })() };
+  }
+  return uRes;
+}
+
 /** refused is a body whose first read throws `tooLarge()`. */
 async function* refused(tooLarge: () => Error): AsyncIterable<Uint8Array> {
   throw tooLarge();
@@ -146,11 +231,21 @@ export function createRpcAdapter(options: RpcAdapterOptions): NodeHandlerFn {
     const refuse = !enveloped && Number.isFinite(declared) && declared > maxBodyBytes;
     if (refuse) uReq.header.delete("content-length");
     const body = refuse ? refused(tooLarge) : limitRequestBody(raw, enveloped, maxBodyBytes, tooLarge);
+    const contentType = uReq.header.get("content-type") ?? "";
+    const rpc = `${handler.service.typeName}/${handler.method.name}`;
+    // Errors connect detects before any interceptor get the error table's answer and a log line
+    // (test/integration/malformed-rpc.spec.ts).
+    const log = (err: ConnectError, requestId: string) =>
+      logger.info(
+        { request_id: requestId, protocol: contentType.startsWith("application/grpc") ? "grpc" : "connect", method: rpc, status: httpStatusOf(err), code: reasonOf(err) },
+        "request",
+      );
     handler({ ...uReq, body })
+      .then((uRes) => mapLibraryErrors(uRes, contentType, log))
       .then((uRes) => universalResponseToNodeResponse(uRes, res))
       .catch((reason: unknown) => {
         if (ConnectError.from(reason).code === Code.Aborted) return;
-        logger.error({ err: reason, rpc: `${handler.service.typeName}/${handler.method.name}` }, "rpc handler failed");
+        logger.error({ err: reason, rpc }, "rpc handler failed");
       });
   };
 }

@@ -12,7 +12,7 @@ import {
   type AnalyzeResponse,
   type PalmService,
 } from "../../gen/palm/v1/palm_pb.js";
-import { kRequestId, kUsage } from "../auth/context-keys.js";
+import { kQuota, kRequestId, type UsageSnapshot } from "../auth/context-keys.js";
 import { badRequest, palmError, toPalmError } from "../errors.js";
 import type { AnalysisResult, Analyzer } from "../inference/analyzer-types.js";
 import { newRequestId } from "../server/request-id.js";
@@ -34,8 +34,13 @@ export function createPalmService(options: PalmServiceOptions): ServiceImpl<type
     async analyze(req: AnalyzeRequest, ctx: HandlerContext): Promise<AnalyzeResponse> {
       if (req.image.byteLength === 0) throw badRequest("missing_image", "image");
       if (req.image.byteLength > MAX_IMAGE_BYTES) throw badRequest("image_too_large", "image");
-      const result = await analyzeWithDeadline(analyzer, req.image, ctx, options.analyzeTimeoutMs);
-      return toResponse(result, ctx);
+      // Quota: the unit is reserved only once the engine admitted the work (an overloaded 503
+      // never holds one), and committed before the answer is shaped, so that requests_used is
+      // this request's own place (test/integration/quota-leases.spec.ts).
+      const quota = ctx.values.get(kQuota);
+      const result = await analyzeWithDeadline(analyzer, req.image, ctx, options.analyzeTimeoutMs, quota?.reserve);
+      const usage = quota && (await quota.commit());
+      return toResponse(result, usage, ctx);
     },
     health() {
       return { status: "ok" };
@@ -48,6 +53,7 @@ async function analyzeWithDeadline(
   image: Uint8Array,
   ctx: HandlerContext,
   timeoutMs: number,
+  admitted: (() => Promise<void>) | undefined,
 ): Promise<AnalysisResult> {
   const deadline = AbortSignal.timeout(timeoutMs);
   const signal = AbortSignal.any([ctx.signal, deadline]);
@@ -60,7 +66,7 @@ async function analyzeWithDeadline(
     else signal.addEventListener("abort", onAbort, { once: true });
   });
   try {
-    return await Promise.race([analyzer.analyze(image, { signal }), aborted]);
+    return await Promise.race([analyzer.analyze(image, { signal, admitted }), aborted]);
   } catch (e) {
     if (deadline.aborted || isDeadline(ctx.signal.reason)) throw palmError("timeout", { cause: e });
     if (ctx.signal.aborted) throw palmError("canceled", { cause: e });
@@ -75,13 +81,14 @@ function isDeadline(reason: unknown): boolean {
   return reason instanceof ConnectError && reason.code === Code.DeadlineExceeded;
 }
 
-function toResponse(result: AnalysisResult, ctx: HandlerContext): AnalyzeResponse {
-  const usage = ctx.values.get(kUsage);
+function toResponse(result: AnalysisResult, usage: UsageSnapshot | undefined, ctx: HandlerContext): AnalyzeResponse {
   const stats = (name: "heart" | "head" | "life") => ({
     pixels: BigInt(result.stats[name].pixels),
     confidence: result.stats[name].confidence,
     coverage: result.stats[name].coverage,
     detected: result.stats[name].detected,
+    polyline: result.stats[name].polyline.map(([x, y]) => ({ x, y })),
+    length: result.stats[name].length,
   });
   return create(AnalyzeResponseSchema, {
     id: ctx.values.get(kRequestId) ?? newRequestId(),
@@ -92,6 +99,12 @@ function toResponse(result: AnalysisResult, ctx: HandlerContext): AnalyzeRespons
       overlay: result.overlay,
       masks: { heart: result.masks.heart, head: result.masks.head, life: result.masks.life },
       stats: { heart: stats("heart"), head: stats("head"), life: stats("life") },
+      hand: result.hand && {
+        handedness: result.hand.handedness,
+        landmarks: result.hand.landmarks.map(([x, y]) => ({ x, y })),
+        palmWidth: result.hand.palmWidth,
+      },
+      reason: result.reason,
     },
     usage: usage && {
       requestsUsed: BigInt(usage.used),

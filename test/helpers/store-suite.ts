@@ -7,6 +7,11 @@ import { hashApiKey, generateApiKey } from "../../src/auth/api-key.js";
 import { quotaPeriodOf } from "../../src/auth/quota-period.js";
 import type { Store } from "../../src/auth/store.js";
 
+/** LEASE: a lease no test outlives (ms). */
+const LEASE = 60_000;
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
 /** describeStore defines the suite; `open` returns a fresh, empty store for each test. */
 export function describeStore(name: string, open: () => Promise<Store>): void {
   // Periods around now: a counter of a long-past month has expired (and is swept) by design.
@@ -69,42 +74,91 @@ export function describeStore(name: string, open: () => Promise<Store>): void {
 
     it("grants reservations up to the limit, then refuses without counting", async () => {
       const store = await open();
-      expect(await store.reserve("acme", period, 2, "r1")).toEqual({ granted: true, used: 1 });
-      expect(await store.reserve("acme", period, 2, "r2")).toEqual({ granted: true, used: 2 });
-      expect(await store.reserve("acme", period, 2, "r3")).toEqual({ granted: false, used: 2 });
+      expect(await store.reserve("acme", period, 2, "r1", LEASE)).toEqual({ granted: true, used: 1 });
+      expect(await store.reserve("acme", period, 2, "r2", LEASE)).toEqual({ granted: true, used: 2 });
+      expect(await store.reserve("acme", period, 2, "r3", LEASE)).toEqual({ granted: false, used: 2 });
       expect(await store.usage("acme", period)).toBe(2);
     });
 
     it("counts a reservation id once however often it is reserved", async () => {
       const store = await open();
-      expect(await store.reserve("acme", period, 5, "r1")).toEqual({ granted: true, used: 1 });
-      expect(await store.reserve("acme", period, 5, "r1")).toEqual({ granted: true, used: 1 });
+      expect(await store.reserve("acme", period, 5, "r1", LEASE)).toEqual({ granted: true, used: 1 });
+      expect(await store.reserve("acme", period, 5, "r1", LEASE)).toEqual({ granted: true, used: 1 });
       expect(await store.usage("acme", period)).toBe(1);
     });
 
-    it("refunds only the reservation named, once, and ignores unknown ones", async () => {
+    it("releases only the pending unit named, once, and ignores unknown ones", async () => {
       const store = await open();
-      await store.reserve("acme", period, 5, "r1");
-      await store.reserve("acme", period, 5, "r2");
-      expect(await store.refund("acme", period, "never-reserved")).toBe(2);
-      expect(await store.refund("acme", period, "r1")).toBe(1);
-      expect(await store.refund("acme", period, "r1")).toBe(1);
+      await store.reserve("acme", period, 5, "r1", LEASE);
+      await store.reserve("acme", period, 5, "r2", LEASE);
+      expect(await store.release("acme", period, "never-reserved")).toBe(2);
+      expect(await store.release("acme", period, "r1")).toBe(1);
+      expect(await store.release("acme", period, "r1")).toBe(1);
       expect(await store.usage("acme", period)).toBe(1);
+    });
+
+    it("commits a pending unit at its own place, idempotently, and never releases a committed one", async () => {
+      const store = await open();
+      for (const id of ["r1", "r2", "r3"]) await store.reserve("acme", period, 5, id, LEASE);
+      expect(await store.commit("acme", period, 5, "r2")).toEqual({ committed: true, place: 1, used: 3 });
+      expect(await store.commit("acme", period, 5, "r1")).toEqual({ committed: true, place: 2, used: 3 });
+      expect(await store.commit("acme", period, 5, "r2")).toEqual({ committed: true, place: 1, used: 3 });
+      expect(await store.release("acme", period, "r2")).toBe(3);
+      expect(await store.release("acme", period, "r3")).toBe(2);
+      // A later unit's place follows the committed ones, whatever was released in between.
+      await store.reserve("acme", period, 5, "r4", LEASE);
+      expect(await store.commit("acme", period, 5, "r4")).toMatchObject({ committed: true, place: 3 });
+      expect(await store.usage("acme", period)).toBe(3);
+    });
+
+    it("gives back a pending unit whose lease passed, and keeps one whose lease was renewed", async () => {
+      const store = await open();
+      await store.reserve("acme", period, 2, "dead", 300);
+      await store.reserve("acme", period, 2, "alive", 300);
+      expect(await store.reserve("acme", period, 2, "third", LEASE)).toEqual({ granted: false, used: 2 });
+      await sleep(150);
+      expect(await store.renew("acme", period, "alive", 600)).toBe(true);
+      await sleep(250);
+      expect(await store.usage("acme", period)).toBe(1);
+      expect(await store.reserve("acme", period, 2, "third", LEASE)).toEqual({ granted: true, used: 2 });
+      expect(await store.renew("acme", period, "dead", LEASE)).toBe(false);
+      expect(await store.commit("acme", period, 2, "alive")).toEqual({ committed: true, place: 1, used: 2 });
+      expect(await store.renew("acme", period, "alive", LEASE)).toBe(false);
+    });
+
+    it("commits a unit whose lease lapsed only while the count is under the limit", async () => {
+      const store = await open();
+      await store.reserve("acme", period, 1, "slow", 100);
+      await sleep(150);
+      expect(await store.commit("acme", period, 1, "slow")).toEqual({ committed: true, place: 1, used: 1 });
+      await store.reserve("other", period, 1, "slow", 100);
+      await sleep(150);
+      await store.reserve("other", period, 1, "fast", LEASE);
+      expect(await store.commit("other", period, 1, "slow")).toEqual({ committed: false, place: 0, used: 1 });
+      expect(await store.usage("other", period)).toBe(1);
+    });
+
+    it("gives 40 concurrent commits 40 distinct places", async () => {
+      const store = await open();
+      const ids = Array.from({ length: 40 }, (_, i) => `r${i}`);
+      await Promise.all(ids.map((id) => store.reserve("acme", period, 100, id, LEASE)));
+      const commits = await Promise.all(ids.map((id) => store.commit("acme", period, 100, id)));
+      expect(commits.map((c) => c.place).sort((a, b) => a - b)).toEqual(ids.map((_, i) => i + 1));
     });
 
     it("forgets a counter once its month plus the grace week is over", async () => {
       const store = await open();
       const longAgo = quotaPeriodOf(new Date("2020-03-15T12:00:00Z"));
-      expect(await store.reserve("acme", longAgo, 5, "r1")).toEqual({ granted: true, used: 1 });
+      expect(await store.reserve("acme", longAgo, 5, "r1", LEASE)).toEqual({ granted: true, used: 1 });
       expect(await store.usage("acme", longAgo)).toBe(0);
     });
 
     it("counts each month and each client separately", async () => {
       const store = await open();
-      await store.reserve("acme", period, 5, "r1");
-      await store.reserve("acme", nextPeriod, 5, "r2");
-      await store.reserve("acme", nextPeriod, 5, "r3");
-      await store.reserve("other", period, 5, "r4");
+      await store.reserve("acme", period, 5, "r1", LEASE);
+      await store.reserve("acme", nextPeriod, 5, "r2", LEASE);
+      await store.reserve("acme", nextPeriod, 5, "r3", LEASE);
+      await store.reserve("other", period, 5, "r4", LEASE);
       expect(await store.usage("acme", period)).toBe(1);
       expect(await store.usage("acme", nextPeriod)).toBe(2);
       expect(await store.usage("other", period)).toBe(1);
@@ -112,7 +166,7 @@ export function describeStore(name: string, open: () => Promise<Store>): void {
 
     it("grants exactly the limit to 40 concurrent reservations against a limit of 15", async () => {
       const store = await open();
-      const results = await Promise.all(Array.from({ length: 40 }, (_, i) => store.reserve("acme", period, 15, `r${i}`)));
+      const results = await Promise.all(Array.from({ length: 40 }, (_, i) => store.reserve("acme", period, 15, `r${i}`, LEASE)));
       expect(results.filter((r) => r.granted)).toHaveLength(15);
       expect(await store.usage("acme", period)).toBe(15);
     });

@@ -69,4 +69,31 @@ describe("palmctl", () => {
     expectErrorBody(revoked.res, revoked.json, 401, "invalid_api_key");
     expect((await palmctl("keys", "list", "--client", "acme"))[1]).toMatch(/^[0-9a-f]{12}  \S+Z  \S+Z$/);
   });
+
+  it("exits 1 within a few seconds when Redis is unreachable", async () => {
+    const started = performance.now();
+    const result = await run(process.execPath, ["bin/palmctl.mjs", "usage", "--client", "acme"], {
+      cwd: root,
+      env: { ...process.env, REDIS_URL: "redis://127.0.0.1:1" },
+      timeout: 20_000,
+    }).then(
+      () => ({ code: 0, stderr: "", killed: false }),
+      (e: { code: number; stderr: string; killed: boolean }) => e,
+    );
+    // It hung here before: QUIT waited for a Redis that was never there.
+    expect(result.killed).toBe(false);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/redis not ready/);
+    expect(performance.now() - started).toBeLessThan(6000);
+  });
+
+  it("prints the help of every command with --help, exit 0, without Redis", async () => {
+    for (const args of [["--help"], ["help"], ["keys", "--help"], ["keys", "create", "--help"], ["keys", "revoke", "-h"], ["usage", "--help"], ["clients", "set-plan", "--help"]]) {
+      const { stdout } = await run(process.execPath, ["bin/palmctl.mjs", ...args], { cwd: root, env: { ...process.env, REDIS_URL: "" } });
+      expect(stdout, args.join(" ")).toMatch(/^usage:\n  palmctl /);
+    }
+    const { stdout } = await run(process.execPath, ["bin/palmctl.mjs", "keys", "create", "--help"], { cwd: root, env: { ...process.env, REDIS_URL: "" } });
+    expect(stdout).toContain("palmctl keys create --client ID [--plan NAME]");
+    expect(stdout).not.toContain("set-plan");
+  });
 });

@@ -26,6 +26,7 @@ import {
 } from "../../gen/google/rpc/error_details_pb.js";
 import { AnalysisResultsSchema, PalmService } from "../../gen/palm/v1/palm_pb.js";
 import { create, equals, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { readFileSync } from "node:fs";
 import http2 from "node:http2";
 import { quotaPeriodOf } from "../../src/auth/quota-period.js";
 import { createRedisStore, type RedisStore } from "../../src/auth/redis-store.js";
@@ -173,9 +174,35 @@ describe("PalmService/Analyze across protocols", () => {
       confidence: first.results!.stats!.heart!.confidence,
       coverage: first.results!.stats!.heart!.coverage,
       detected: first.results!.stats!.heart!.detected,
+      polyline: first.results!.stats!.heart!.polyline.map(({ x, y }) => ({ x, y })),
+      length: first.results!.stats!.heart!.length,
     });
+    expect(rest.json.results.reason).toBe(first.results!.reason);
     expect(rest.json.usage.requests_used).toBe(n + 1);
     expect(await usedNow()).toBe(n + 1);
+  });
+
+  it("finds all three lines of the README's sample photo, with the hand, over REST, grpc-js, gRPC and Connect alike", async () => {
+    const sample = readFileSync(new URL("../../examples/sample-palm.jpg", import.meta.url));
+    const viaGrpcJs = await callUnary(grpcJs, PalmService.method.analyze, { image: sample }, { "x-api-key": key });
+    expect(viaGrpcJs.error).toBeUndefined();
+    const results = viaGrpcJs.message!.results!;
+    expect(results.reason).toBe("");
+    expect(results.hand?.landmarks).toHaveLength(21);
+    for (const line of ["heart", "head", "life"] as const) {
+      expect(results.stats![line]!.detected, line).toBe(true);
+      expect(results.stats![line]!.polyline.length, line).toBeGreaterThanOrEqual(2);
+      expect(results.stats![line]!.length, line).toBeGreaterThan(0.3);
+    }
+    for (const name of ["gRPC (connect-node)", "Connect (HTTP/2, binary)", "Connect (HTTP/1.1, JSON)"]) {
+      const res = await createClient(PalmService, transports[name]()).analyze({ image: sample }, { headers: { "x-api-key": key } });
+      expect(equals(AnalysisResultsSchema, res.results!, results), name).toBe(true);
+    }
+    const rest = await postAnalyze(srv.url, { image: sample.toString("base64") }, { "x-api-key": key });
+    expect(rest.res.status).toBe(200);
+    expect(rest.json.results.reason).toBe("");
+    expect(rest.json.results.hand.handedness).toBe(results.hand!.handedness);
+    for (const line of ["heart", "head", "life"]) expect(rest.json.results.stats[line].detected, line).toBe(true);
   });
 
   it("answers grpc.health.v1.Health/Check with SERVING and PalmService/Health with ok, without a key", async () => {

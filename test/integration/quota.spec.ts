@@ -84,7 +84,10 @@ describe("createQuotaInterceptor() with Redis", () => {
     );
     const statuses = results.map((r) => r.res.status);
     expect(statuses.filter((s) => s === 200)).toHaveLength(5);
-    expect(statuses.filter((s) => s === 429)).toHaveLength(7);
+    // The rest: 429, or 503 overloaded when the shared engine (2 workers, 4 queued) had no place:
+    // the unit is reserved only after admission.
+    expect(statuses.filter((s) => s === 429 || s === 503)).toHaveLength(7);
+    expect(statuses.filter((s) => s === 429).length).toBeGreaterThanOrEqual(1);
     const used = results.filter((r) => r.res.status === 200).map((r) => r.json.usage.requests_used).sort();
     expect(used).toEqual([1, 2, 3, 4, 5]);
     expect(await one.store.usage("acme", quotaPeriodOf())).toBe(5);

@@ -31,14 +31,14 @@ describe("createRedisStore() counters", () => {
     stores.push(store);
     await store.ready(5000);
     const period = quotaPeriodOf();
-    await store.reserve("acme", period, 10, "r1");
+    await store.reserve("acme", period, 10, "r1", 60_000);
     const { Redis } = await import("ioredis");
     const raw = new Redis(redis.url);
     try {
-      const expireAt = await raw.expiretime(`${prefix}usage:acme:${period.id}`);
+      const expireAt = await raw.expiretime(`${prefix}quota:acme:${period.id}`);
       expect(expireAt).toBe(period.resetsAt + 7 * 24 * 3600);
       // Only the hash of a key is stored, never the key.
-      expect(await raw.keys(`${prefix}*`)).toEqual([`${prefix}usage:acme:${period.id}`]);
+      expect(await raw.keys(`${prefix}*`)).toEqual([`${prefix}quota:acme:${period.id}`]);
     } finally {
       raw.disconnect();
     }

@@ -11,7 +11,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file palm/v1/palm.proto.
  */
 export const file_palm_v1_palm: GenFile = /*@__PURE__*/
-  fileDesc("ChJwYWxtL3YxL3BhbG0ucHJvdG8SB3BhbG0udjEiHwoOQW5hbHl6ZVJlcXVlc3QSDQoFaW1hZ2UYASABKAwilwEKD0FuYWx5emVSZXNwb25zZRIKCgJpZBgBIAEoCRIOCgZvYmplY3QYAiABKAkSDwoHY3JlYXRlZBgDIAEoAxINCgVtb2RlbBgEIAEoCRIpCgdyZXN1bHRzGAUgASgLMhgucGFsbS52MS5BbmFseXNpc1Jlc3VsdHMSHQoFdXNhZ2UYBiABKAsyDi5wYWxtLnYxLlVzYWdlImsKD0FuYWx5c2lzUmVzdWx0cxIPCgdvdmVybGF5GAEgASgMEiEKBW1hc2tzGAIgASgLMhIucGFsbS52MS5MaW5lTWFza3MSJAoFc3RhdHMYAyABKAsyFS5wYWxtLnYxLkxpbmVTdGF0c1NldCI2CglMaW5lTWFza3MSDQoFaGVhcnQYASABKAwSDAoEaGVhZBgCIAEoDBIMCgRsaWZlGAMgASgMInUKDExpbmVTdGF0c1NldBIhCgVoZWFydBgBIAEoCzISLnBhbG0udjEuTGluZVN0YXRzEiAKBGhlYWQYAiABKAsyEi5wYWxtLnYxLkxpbmVTdGF0cxIgCgRsaWZlGAMgASgLMhIucGFsbS52MS5MaW5lU3RhdHMiUwoJTGluZVN0YXRzEg4KBnBpeGVscxgBIAEoAxISCgpjb25maWRlbmNlGAIgASgBEhAKCGNvdmVyYWdlGAMgASgBEhAKCGRldGVjdGVkGAQgASgIIlcKBVVzYWdlEhUKDXJlcXVlc3RzX3VzZWQYASABKAMSFgoOcmVxdWVzdHNfbGltaXQYAiABKAMSDAoEcGxhbhgDIAEoCRIRCglyZXNldHNfYXQYBCABKAMiDwoNSGVhbHRoUmVxdWVzdCIgCg5IZWFsdGhSZXNwb25zZRIOCgZzdGF0dXMYASABKAkyvAEKC1BhbG1TZXJ2aWNlElkKB0FuYWx5emUSFy5wYWxtLnYxLkFuYWx5emVSZXF1ZXN0GhgucGFsbS52MS5BbmFseXplUmVzcG9uc2UiG4LT5JMCFToBKiIQL3YxL3BhbG0vYW5hbHl6ZRJSCgZIZWFsdGgSFi5wYWxtLnYxLkhlYWx0aFJlcXVlc3QaFy5wYWxtLnYxLkhlYWx0aFJlc3BvbnNlIheC0+STAhESDy92MS9wYWxtL2hlYWx0aGIGcHJvdG8z", [file_google_api_annotations]);
+  fileDesc("ChJwYWxtL3YxL3BhbG0ucHJvdG8SB3BhbG0udjEiHwoOQW5hbHl6ZVJlcXVlc3QSDQoFaW1hZ2UYASABKAwilwEKD0FuYWx5emVSZXNwb25zZRIKCgJpZBgBIAEoCRIOCgZvYmplY3QYAiABKAkSDwoHY3JlYXRlZBgDIAEoAxINCgVtb2RlbBgEIAEoCRIpCgdyZXN1bHRzGAUgASgLMhgucGFsbS52MS5BbmFseXNpc1Jlc3VsdHMSHQoFdXNhZ2UYBiABKAsyDi5wYWxtLnYxLlVzYWdlIpgBCg9BbmFseXNpc1Jlc3VsdHMSDwoHb3ZlcmxheRgBIAEoDBIhCgVtYXNrcxgCIAEoCzISLnBhbG0udjEuTGluZU1hc2tzEiQKBXN0YXRzGAMgASgLMhUucGFsbS52MS5MaW5lU3RhdHNTZXQSGwoEaGFuZBgEIAEoCzINLnBhbG0udjEuSGFuZBIOCgZyZWFzb24YBSABKAkiUQoESGFuZBISCgpoYW5kZWRuZXNzGAEgASgJEiEKCWxhbmRtYXJrcxgCIAMoCzIOLnBhbG0udjEuUG9pbnQSEgoKcGFsbV93aWR0aBgDIAEoASIdCgVQb2ludBIJCgF4GAEgASgBEgkKAXkYAiABKAEiNgoJTGluZU1hc2tzEg0KBWhlYXJ0GAEgASgMEgwKBGhlYWQYAiABKAwSDAoEbGlmZRgDIAEoDCJ1CgxMaW5lU3RhdHNTZXQSIQoFaGVhcnQYASABKAsyEi5wYWxtLnYxLkxpbmVTdGF0cxIgCgRoZWFkGAIgASgLMhIucGFsbS52MS5MaW5lU3RhdHMSIAoEbGlmZRgDIAEoCzISLnBhbG0udjEuTGluZVN0YXRzIoUBCglMaW5lU3RhdHMSDgoGcGl4ZWxzGAEgASgDEhIKCmNvbmZpZGVuY2UYAiABKAESEAoIY292ZXJhZ2UYAyABKAESEAoIZGV0ZWN0ZWQYBCABKAgSIAoIcG9seWxpbmUYBSADKAsyDi5wYWxtLnYxLlBvaW50Eg4KBmxlbmd0aBgGIAEoASJXCgVVc2FnZRIVCg1yZXF1ZXN0c191c2VkGAEgASgDEhYKDnJlcXVlc3RzX2xpbWl0GAIgASgDEgwKBHBsYW4YAyABKAkSEQoJcmVzZXRzX2F0GAQgASgDIg8KDUhlYWx0aFJlcXVlc3QiIAoOSGVhbHRoUmVzcG9uc2USDgoGc3RhdHVzGAEgASgJMrwBCgtQYWxtU2VydmljZRJZCgdBbmFseXplEhcucGFsbS52MS5BbmFseXplUmVxdWVzdBoYLnBhbG0udjEuQW5hbHl6ZVJlc3BvbnNlIhuC0+STAhU6ASoiEC92MS9wYWxtL2FuYWx5emUSUgoGSGVhbHRoEhYucGFsbS52MS5IZWFsdGhSZXF1ZXN0GhcucGFsbS52MS5IZWFsdGhSZXNwb25zZSIXgtPkkwIREg8vdjEvcGFsbS9oZWFsdGhiBnByb3RvMw", [file_google_api_annotations]);
 
 /**
  * AnalyzeRequest carries one image file (JPEG or PNG bytes, at most 5 MiB).
@@ -106,6 +106,21 @@ export type AnalysisResults = Message<"palm.v1.AnalysisResults"> & {
    * @generated from field: palm.v1.LineStatsSet stats = 3;
    */
   stats?: LineStatsSet | undefined;
+
+  /**
+   * The hand found; absent when none was.
+   *
+   * @generated from field: palm.v1.Hand hand = 4;
+   */
+  hand?: Hand | undefined;
+
+  /**
+   * Why no line is reported: "no_hand" (no hand found), "back_of_hand" (a hand seen from its
+   * back), "lines_unclear" (a palm whose lines could not be told); "" when lines are reported.
+   *
+   * @generated from field: string reason = 5;
+   */
+  reason: string;
 };
 
 /**
@@ -114,6 +129,67 @@ export type AnalysisResults = Message<"palm.v1.AnalysisResults"> & {
  */
 export const AnalysisResultsSchema: GenMessage<AnalysisResults> = /*@__PURE__*/
   messageDesc(file_palm_v1_palm, 2);
+
+/**
+ * Hand describes the hand the lines were found on.
+ *
+ * @generated from message palm.v1.Hand
+ */
+export type Hand = Message<"palm.v1.Hand"> & {
+  /**
+   * "left" or "right", for a photo that is not mirrored.
+   *
+   * @generated from field: string handedness = 1;
+   */
+  handedness: string;
+
+  /**
+   * The 21 hand landmarks in image pixels: 0 wrist, 1-4 thumb, 5-8 index, 9-12 middle,
+   * 13-16 ring, 17-20 little finger (base knuckle first, tip last).
+   *
+   * @generated from field: repeated palm.v1.Point landmarks = 2;
+   */
+  landmarks: Point[];
+
+  /**
+   * Distance between the index and little-finger base knuckles (landmarks 5 and 17), in image
+   * pixels: the unit of LineStats.length.
+   *
+   * @generated from field: double palm_width = 3;
+   */
+  palmWidth: number;
+};
+
+/**
+ * Describes the message palm.v1.Hand.
+ * Use `create(HandSchema)` to create a new message.
+ */
+export const HandSchema: GenMessage<Hand> = /*@__PURE__*/
+  messageDesc(file_palm_v1_palm, 3);
+
+/**
+ * Point is a position in image pixels (x to the right, y down, origin at the top-left corner).
+ *
+ * @generated from message palm.v1.Point
+ */
+export type Point = Message<"palm.v1.Point"> & {
+  /**
+   * @generated from field: double x = 1;
+   */
+  x: number;
+
+  /**
+   * @generated from field: double y = 2;
+   */
+  y: number;
+};
+
+/**
+ * Describes the message palm.v1.Point.
+ * Use `create(PointSchema)` to create a new message.
+ */
+export const PointSchema: GenMessage<Point> = /*@__PURE__*/
+  messageDesc(file_palm_v1_palm, 4);
 
 /**
  * LineMasks holds one single-channel PNG per line: 255 on the line, 0 elsewhere.
@@ -142,7 +218,7 @@ export type LineMasks = Message<"palm.v1.LineMasks"> & {
  * Use `create(LineMasksSchema)` to create a new message.
  */
 export const LineMasksSchema: GenMessage<LineMasks> = /*@__PURE__*/
-  messageDesc(file_palm_v1_palm, 3);
+  messageDesc(file_palm_v1_palm, 5);
 
 /**
  * LineStatsSet holds the statistics of each line.
@@ -171,7 +247,7 @@ export type LineStatsSet = Message<"palm.v1.LineStatsSet"> & {
  * Use `create(LineStatsSetSchema)` to create a new message.
  */
 export const LineStatsSetSchema: GenMessage<LineStatsSet> = /*@__PURE__*/
-  messageDesc(file_palm_v1_palm, 4);
+  messageDesc(file_palm_v1_palm, 6);
 
 /**
  * LineStats describes one line's mask.
@@ -206,6 +282,22 @@ export type LineStats = Message<"palm.v1.LineStats"> & {
    * @generated from field: bool detected = 4;
    */
   detected: boolean;
+
+  /**
+   * The line's course in image pixels, in reading order: heart from the little-finger edge,
+   * head from the thumb side, life from its start near the index toward the wrist. Empty when
+   * the line was not found.
+   *
+   * @generated from field: repeated palm.v1.Point polyline = 5;
+   */
+  polyline: Point[];
+
+  /**
+   * Length of the polyline as a fraction of Hand.palm_width; 0 when the line was not found.
+   *
+   * @generated from field: double length = 6;
+   */
+  length: number;
 };
 
 /**
@@ -213,7 +305,7 @@ export type LineStats = Message<"palm.v1.LineStats"> & {
  * Use `create(LineStatsSchema)` to create a new message.
  */
 export const LineStatsSchema: GenMessage<LineStats> = /*@__PURE__*/
-  messageDesc(file_palm_v1_palm, 5);
+  messageDesc(file_palm_v1_palm, 7);
 
 /**
  * Usage is the client's monthly quota after this request.
@@ -249,7 +341,7 @@ export type Usage = Message<"palm.v1.Usage"> & {
  * Use `create(UsageSchema)` to create a new message.
  */
 export const UsageSchema: GenMessage<Usage> = /*@__PURE__*/
-  messageDesc(file_palm_v1_palm, 6);
+  messageDesc(file_palm_v1_palm, 8);
 
 /**
  * HealthRequest is empty.
@@ -264,7 +356,7 @@ export type HealthRequest = Message<"palm.v1.HealthRequest"> & {
  * Use `create(HealthRequestSchema)` to create a new message.
  */
 export const HealthRequestSchema: GenMessage<HealthRequest> = /*@__PURE__*/
-  messageDesc(file_palm_v1_palm, 7);
+  messageDesc(file_palm_v1_palm, 9);
 
 /**
  * HealthResponse is {"status":"ok"}.
@@ -283,7 +375,7 @@ export type HealthResponse = Message<"palm.v1.HealthResponse"> & {
  * Use `create(HealthResponseSchema)` to create a new message.
  */
 export const HealthResponseSchema: GenMessage<HealthResponse> = /*@__PURE__*/
-  messageDesc(file_palm_v1_palm, 8);
+  messageDesc(file_palm_v1_palm, 10);
 
 /**
  * PalmService finds the heart, head and life lines in one palm photograph.

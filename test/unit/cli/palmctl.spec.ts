@@ -42,7 +42,7 @@ describe("runPalmctl()", () => {
   it("prints this month's usage against the plan's limit", async () => {
     const h = harness();
     await h.run("keys", "create", "--client", "acme", "--plan", "pro");
-    await h.store.reserve("acme", quotaPeriodOf(), 10_000, "r1");
+    await h.store.reserve("acme", quotaPeriodOf(), 10_000, "r1", 60_000);
     expect(await h.run("usage", "--client", "acme")).toBe(0);
     expect(h.out.at(-1)).toMatch(/^client acme plan pro period \d{4}-\d{2}: used 1 of 10000 /);
   });
@@ -73,5 +73,17 @@ describe("runPalmctl()", () => {
     const h = harness();
     expect(await h.run("keys", "revoke", "0".repeat(64))).toBe(1);
     expect(h.err[0]).toBe("palmctl: no such key");
+  });
+
+  it("refuses client ids outside a-z 0-9 . _ - with exit 2, before touching the store", async () => {
+    const h = harness();
+    // "acme:keys" would name the Redis set of acme's keys; upper case and braces are refused too.
+    for (const id of ["acme:keys", "Acme", "-acme", "a{b}", "", "x".repeat(65), "acme corp"]) {
+      h.err.length = 0;
+      expect(await h.run("keys", "create", "--client", id), id).toBe(2);
+      expect(h.err[0]).toMatch(/--client (must be|needs a value)/);
+    }
+    expect(await h.store.listKeys("acme:keys")).toEqual([]);
+    for (const id of ["acme", "a", "acme-corp.eu_1", "0", "x".repeat(64)]) expect(await h.run("keys", "create", "--client", id), id).toBe(0);
   });
 });

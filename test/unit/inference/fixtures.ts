@@ -14,7 +14,7 @@ export const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), "../../fix
 /** Fixture is one manifest entry. */
 export interface Fixture {
   name: string;
-  kind: "crop" | "scene" | "negative";
+  kind: "crop" | "scene" | "negative" | "hand" | "hand-back";
 }
 
 /** fixtures lists the manifest. */

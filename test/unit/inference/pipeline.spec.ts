@@ -1,10 +1,11 @@
 import sharp from "sharp";
 import { describe, expect, it } from "vitest";
-import { cropResize, type SquareBox } from "../../../src/image/preprocess.js";
+import { renderFrame } from "../../../src/image/preprocess.js";
 import { LINE_NAMES, type LineName } from "../../../src/inference/analyzer-types.js";
 import { parseModelMetadata } from "../../../src/inference/model-metadata.js";
-import { analyzeImage, type PipelineModel } from "../../../src/inference/pipeline.js";
-import { findPalm, palmCropBox } from "../../../src/inference/postprocess.js";
+import { analyzeImage, type HandDetector, type PipelineEngine, type PipelineModel } from "../../../src/inference/pipeline.js";
+import type { Point } from "../../../src/landmarks/geometry.js";
+import { palmFrame } from "../../../src/landmarks/palm-frame.js";
 import { decodeMask, fixtureImage, tolerantF1, trueMask } from "./fixtures.js";
 
 const META = parseModelMetadata({
@@ -29,57 +30,98 @@ function pack(a: Uint8Array, b: Uint8Array, c: Uint8Array, w: number, h: number)
   return { data, width: w, height: h, channels: 3 };
 }
 
+/** Pose places the canonical frame on the photo: its centre and side (pixels), a turn, a mirror. */
+interface Pose {
+  cx: number;
+  cy: number;
+  side: number;
+  /** Degrees, clockwise on the screen. */
+  turn?: number;
+  mirrored?: boolean;
+}
+
 /**
- * oracle is a stand-in model that "predicts" the true masks of an image: it renders them
- * through the same geometry the engine uses (letterbox on the first call, the palm crop box
- * on the second), so any misalignment in the engine's crop / upsampling shows up as lost
- * overlap, whatever the real model's quality.
+ * landmarksFor returns 21 landmarks whose palm frame is exactly `pose` (palmFrame: centre halfway
+ * between wrist and middle knuckle, side 1.7 x their distance, the knuckle span short enough
+ * not to decide it), with one decimal so that the engine's rescaling gives them back exactly.
+ */
+function landmarksFor(pose: Pose): Point[] {
+  const t = ((pose.turn ?? 0) * Math.PI) / 180;
+  const ey: Point = [-Math.sin(t), Math.cos(t)];
+  const ex: Point = [Math.cos(t), Math.sin(t)];
+  const d = pose.side / 1.7;
+  const at = (a: number, b: number): Point => [pose.cx + a * ex[0] + b * ey[0], pose.cy + a * ex[1] + b * ey[1]];
+  const sx = pose.mirrored ? -1 : 1;
+  const lm: Point[] = Array.from({ length: 21 }, () => at(0, 0));
+  lm[0] = at(0, d / 2);
+  lm[9] = at(0, -d / 2);
+  lm[5] = at(sx * 0.3 * d, -d / 2);
+  lm[17] = at(-sx * 0.3 * d, -d / 2);
+  lm[13] = at(-sx * 0.15 * d, -d / 2);
+  return lm;
+}
+
+/**
+ * fakeHands "finds" the hand of `pose` in whatever copy it is given (its landmarks scaled to that
+ * copy), as a palm (handedness agreeing with the knuckles' chirality) or as a back of hand.
+ */
+function fakeHands(pose: Pose | null, w: number, facing: "palm" | "back" = "palm"): HandDetector & { calls: number } {
+  const hands = {
+    calls: 0,
+    async detect(_rgb: Uint8Array, width: number) {
+      hands.calls++;
+      if (!pose) return null;
+      const k = width / w;
+      const palmHand = pose.mirrored ? "left" : "right";
+      const handedness = facing === "palm" ? palmHand : palmHand === "left" ? "right" : "left";
+      return { landmarks: landmarksFor(pose).map(([x, y]): Point => [x * k, y * k]), handedness: handedness as "left" | "right" };
+    },
+  };
+  return hands;
+}
+
+/**
+ * oracle is a stand-in line model that "predicts" the true masks of an image: it renders them
+ * through the palm frame of the engine's landmarks, as the engine renders the photo, so any
+ * misalignment in the frame's warp or in mapping masks back shows up as lost overlap, whatever
+ * the real model's quality.
  */
 function oracle(
   truth: { palm: Uint8Array; heart: Uint8Array; head: Uint8Array; life: Uint8Array },
   w: number,
   h: number,
-  options: { metadata?: typeof META; palmOnCrop?: boolean; wholePalmScale?: number; linesOnCrop?: readonly LineName[] } = {},
-): PipelineModel {
+  pose: Pose,
+  options: { metadata?: typeof META; palm?: boolean; lines?: readonly LineName[] } = {},
+): PipelineModel & { calls: number } {
   const metadata = options.metadata ?? META;
-  const palmOnCrop = options.palmOnCrop ?? true;
   const lines = pack(truth.heart, truth.head, truth.life, w, h);
   const palm = pack(truth.palm, truth.palm, truth.palm, w, h);
-  let call = 0;
-  const render = async (box: SquareBox): Promise<Float32Array> => {
-    const p = await cropResize(palm, box, S, 0);
-    const l = await cropResize(lines, box, S, 0);
-    const out = new Float32Array(4 * S * S);
-    for (let i = 0; i < S * S; i++) {
-      out[i] = p[i * 3] / 255;
-      out[S * S + i] = l[i * 3] / 255;
-      out[2 * S * S + i] = l[i * 3 + 1] / 255;
-      out[3 * S * S + i] = l[i * 3 + 2] / 255;
-    }
-    return out;
-  };
-  let whole: Float32Array | undefined;
-  return {
+  const frame = palmFrame(landmarksFor(pose));
+  const model = {
     metadata,
+    calls: 0,
     async run() {
-      call++;
-      const side = Math.max(w, h);
-      const letterbox = { x: Math.floor((w - side) / 2), y: Math.floor((h - side) / 2), side };
-      if (call === 1) {
-        whole = await render(letterbox);
-        const scale = options.wholePalmScale ?? 1;
-        for (let i = 0; i < S * S; i++) whole[i] *= scale;
-        return whole;
+      model.calls++;
+      const p = await renderFrame(palm, frame, S, 0);
+      const l = await renderFrame(lines, frame, S, 0);
+      const out = new Float32Array(4 * S * S);
+      for (let i = 0; i < S * S; i++) {
+        out[i] = options.palm === false ? 0 : p[i * 3] / 255;
+        out[S * S + i] = l[i * 3] / 255;
+        out[2 * S * S + i] = l[i * 3 + 1] / 255;
+        out[3 * S * S + i] = l[i * 3 + 2] / 255;
       }
-      const found = findPalm(whole!.subarray(0, S * S), S, metadata.palmProposal, letterbox, { width: w, height: h });
-      const crop = await render(palmCropBox(found!, META.cropMargin));
-      if (!palmOnCrop) crop.fill(0, 0, S * S);
       LINE_NAMES.forEach((line, i) => {
-        if (options.linesOnCrop && !options.linesOnCrop.includes(line)) crop.fill(0, (i + 1) * S * S, (i + 2) * S * S);
+        if (options.lines && !options.lines.includes(line)) out.fill(0, (i + 1) * S * S, (i + 2) * S * S);
       });
-      return crop;
+      return out;
     },
   };
+  return model;
+}
+
+function engine(lines: PipelineModel, hands: HandDetector): PipelineEngine {
+  return { lines, hands };
 }
 
 async function upscaledTruth(name: string, factor: number) {
@@ -97,17 +139,26 @@ async function upscaledTruth(name: string, factor: number) {
   return { truth: t, w, h };
 }
 
+/** The pose of a frame over the whole of a w x h fixture. */
+const whole = (w: number, h: number, extra: Partial<Pose> = {}): Pose => ({ cx: w / 2, cy: h / 2, side: Math.max(w, h) * 1.05, ...extra });
+
 describe("analyzeImage()", () => {
   it.each([
-    ["crop-0", 1],
-    ["scene-0", 1],
-    ["scene-0", 4], // 1024 x 1024: the palm crop is downsampled, masks are upsampled 4x back
-  ])("maps the model's view of %s (x%i) back onto the image: an oracle model's lines overlap the truth (F1 >= 0.9 within 1 px at 256)", async (name, factor) => {
+    ["crop-0", 1, {}],
+    ["scene-0", 1, {}],
+    ["scene-0", 4, {}], // 1024 x 1024: the frame is shrunk to the model, masks are mapped 4x back
+    ["crop-0", 1, { turn: 30 }],
+    ["crop-0", 2, { turn: -120, mirrored: true }],
+  ] as [string, number, Partial<Pose>][])("maps the model's view of %s (x%i, %j) back onto the image: an oracle model's lines overlap the truth (F1 >= 0.9 within 1 px at 256)", async (name, factor, extra) => {
     const { truth, w, h } = await upscaledTruth(name, factor);
     const bytes = factor === 1 ? fixtureImage(name) : await sharp(fixtureImage(name)).resize(w, h, { kernel: "nearest" }).jpeg().toBuffer();
-    const { result, timings } = await analyzeImage(bytes, oracle(truth, w, h));
+    const pose = whole(w, h, extra);
+    const { result, timings } = await analyzeImage(bytes, engine(oracle(truth, w, h, pose), fakeHands(pose, w)));
     expect([result.width, result.height]).toEqual([w, h]);
     expect(result.model).toBe("oracle-0.0.0");
+    expect(result.reason).toBe("");
+    expect(result.hand?.handedness).toBe(extra.mirrored ? "left" : "right");
+    expect(result.hand?.landmarks).toHaveLength(21);
     expect(timings.total).toBeGreaterThan(0);
     for (const line of LINE_NAMES) {
       const pred = await decodeMask(result.masks[line]);
@@ -115,64 +166,86 @@ describe("analyzeImage()", () => {
       expect(f1, line).toBeGreaterThanOrEqual(0.9);
       // Stats of a detected line agree with its mask (SPEC.md section 3).
       const on = pred.data.reduce((n, v) => n + (v === 255 ? 1 : 0), 0);
-      expect(result.stats[line]).toEqual({
-        pixels: on,
-        confidence: expect.any(Number),
-        coverage: Math.round((10_000 * on) / (w * h)) / 100,
-        detected: true,
-      });
+      expect(result.stats[line]).toMatchObject({ pixels: on, coverage: Math.round((10_000 * on) / (w * h)) / 100, detected: true });
       expect(on).toBeGreaterThan(0);
       expect(result.stats[line].confidence).toBeGreaterThan(0.5); // every mask pixel is above the 0.5 threshold
       expect(result.stats[line].confidence).toBeLessThanOrEqual(1);
+      // The polyline runs along the true line: every point within 3 px (at 256) of it, and its
+      // length agrees with the points.
+      const { polyline, length } = result.stats[line];
+      expect(polyline.length, line).toBeGreaterThanOrEqual(2);
+      for (const [x, y] of polyline) expect(nearest(truth[line], w, h, x, y), `${line} (${x}, ${y})`).toBeLessThanOrEqual(3 * factor);
+      let sum = 0;
+      for (let i = 1; i < polyline.length; i++) sum += Math.hypot(polyline[i][0] - polyline[i - 1][0], polyline[i][1] - polyline[i - 1][1]);
+      expect(length).toBeCloseTo(sum / result.hand!.palmWidth, 2);
     }
   });
 
-  it("reports no line when the crop pass does not confirm the palm (crop.min_palm), and lines when it does", async () => {
+  it("reports no hand and runs no line model when no hand is found", async () => {
+    const { truth, w, h } = await upscaledTruth("crop-0", 1);
+    const model = oracle(truth, w, h, whole(w, h));
+    const { result } = await analyzeImage(fixtureImage("crop-0"), engine(model, fakeHands(null, w)));
+    expect(result.reason).toBe("no_hand");
+    expect(result.hand).toBeUndefined();
+    expect(model.calls).toBe(0);
+    for (const line of LINE_NAMES) expect(result.stats[line]).toEqual({ pixels: 0, confidence: 0, coverage: 0, detected: false, polyline: [], length: 0 });
+  });
+
+  it("refuses the back of a hand (handedness against the knuckles' chirality), mirrored or not", async () => {
+    const { truth, w, h } = await upscaledTruth("crop-0", 1);
+    for (const mirrored of [false, true]) {
+      const pose = whole(w, h, { mirrored });
+      const model = oracle(truth, w, h, pose);
+      const { result } = await analyzeImage(fixtureImage("crop-0"), engine(model, fakeHands(pose, w, "back")));
+      expect(result.reason).toBe("back_of_hand");
+      expect(result.hand?.handedness).toBe(mirrored ? "right" : "left");
+      expect(model.calls).toBe(0);
+      for (const line of LINE_NAMES) expect(result.stats[line].detected).toBe(false);
+    }
+  });
+
+  it("reports no line when the line model does not confirm the palm (crop.min_palm), and lines when it does", async () => {
     const { truth, w, h } = await upscaledTruth("crop-0", 1);
     const bytes = fixtureImage("crop-0");
+    const pose = whole(w, h);
     const strict = parseModelMetadata({ ...META.raw, crop: '{"margin":0.15,"min_palm":0.2}' });
     expect(strict.cropMinPalm).toBe(0.2);
-    const unconfirmed = await analyzeImage(bytes, oracle(truth, w, h, { metadata: strict, palmOnCrop: false }));
+    const unconfirmed = await analyzeImage(bytes, engine(oracle(truth, w, h, pose, { metadata: strict, palm: false }), fakeHands(pose, w)));
     for (const line of LINE_NAMES) expect(unconfirmed.result.stats[line].detected, line).toBe(false);
+    expect(unconfirmed.result.reason).toBe("no_hand");
+    expect(unconfirmed.result.hand).toBeUndefined();
     // Without the check, the same lines come through: the check alone removed them.
-    const unchecked = await analyzeImage(bytes, oracle(truth, w, h, { palmOnCrop: false }));
+    const unchecked = await analyzeImage(bytes, engine(oracle(truth, w, h, pose, { palm: false }), fakeHands(pose, w)));
     for (const line of LINE_NAMES) expect(unchecked.result.stats[line].detected, line).toBe(true);
-    const confirmed = await analyzeImage(bytes, oracle(truth, w, h, { metadata: strict }));
+    const confirmed = await analyzeImage(bytes, engine(oracle(truth, w, h, pose, { metadata: strict }), fakeHands(pose, w)));
     for (const line of LINE_NAMES) expect(confirmed.result.stats[line].detected, line).toBe(true);
   });
 
-  it("reports no line when fewer lines than detection.min_lines are found, and all found ones when enough are", async () => {
+  it("reports no line, and says the lines are unclear, when fewer than detection.min_lines are found", async () => {
     const { truth, w, h } = await upscaledTruth("crop-0", 1);
     const bytes = fixtureImage("crop-0");
+    const pose = whole(w, h);
     const two = parseModelMetadata({ ...META.raw, detection: '{"min_pixels":20,"min_confidence":0.5,"min_lines":2}' });
     expect(two.detection.minLines).toBe(2);
     const detectedOf = (r: Awaited<ReturnType<typeof analyzeImage>>) => LINE_NAMES.filter((l) => r.result.stats[l].detected);
-    const lone = await analyzeImage(bytes, oracle(truth, w, h, { metadata: two, linesOnCrop: ["heart"] }));
+    const lone = await analyzeImage(bytes, engine(oracle(truth, w, h, pose, { metadata: two, lines: ["heart"] }), fakeHands(pose, w)));
     expect(detectedOf(lone)).toEqual([]);
-    expect(lone.result.stats.heart).toEqual({ pixels: 0, confidence: 0, coverage: 0, detected: false });
+    expect(lone.result.reason).toBe("lines_unclear");
+    expect(lone.result.hand?.handedness).toBe("right");
+    expect(lone.result.stats.heart).toEqual({ pixels: 0, confidence: 0, coverage: 0, detected: false, polyline: [], length: 0 });
     expect((await decodeMask(lone.result.masks.heart)).data.every((v) => v === 0)).toBe(true);
     // The default (one line) reports the same lone line: the rule alone removed it.
-    expect(detectedOf(await analyzeImage(bytes, oracle(truth, w, h, { linesOnCrop: ["heart"] })))).toEqual(["heart"]);
-    const pair = await analyzeImage(bytes, oracle(truth, w, h, { metadata: two, linesOnCrop: ["heart", "life"] }));
+    expect(detectedOf(await analyzeImage(bytes, engine(oracle(truth, w, h, pose, { lines: ["heart"] }), fakeHands(pose, w))))).toEqual(["heart"]);
+    const pair = await analyzeImage(bytes, engine(oracle(truth, w, h, pose, { metadata: two, lines: ["heart", "life"] }), fakeHands(pose, w)));
     expect(detectedOf(pair)).toEqual(["heart", "life"]);
   });
 
-  it("proposes the palm box at crop.proposal: a faint whole-image palm is still looked into", async () => {
-    const { truth, w, h } = await upscaledTruth("scene-0", 1);
-    const bytes = fixtureImage("scene-0");
-    // The whole-image pass sees the palm at probability 0.4: under thresholds.palm (0.5).
-    const strict = await analyzeImage(bytes, oracle(truth, w, h, { wholePalmScale: 0.4 }));
-    for (const line of LINE_NAMES) expect(strict.result.stats[line].detected, line).toBe(false);
-    const loose = parseModelMetadata({ ...META.raw, crop: '{"margin":0.15,"proposal":0.3}' });
-    const proposed = await analyzeImage(bytes, oracle(truth, w, h, { metadata: loose, wholePalmScale: 0.4 }));
-    for (const line of LINE_NAMES) expect(proposed.result.stats[line].detected, line).toBe(true);
-  });
-
-  it("returns empty masks and the photo as overlay when the model finds no palm", async () => {
+  it("returns empty masks and the photo as overlay when the model finds nothing", async () => {
     const blank: PipelineModel = { metadata: META, run: async () => new Float32Array(4 * S * S) };
     const bytes = fixtureImage("crop-1");
-    const { result } = await analyzeImage(bytes, blank);
-    for (const line of LINE_NAMES) expect(result.stats[line]).toEqual({ pixels: 0, confidence: 0, coverage: 0, detected: false });
+    const { result } = await analyzeImage(bytes, engine(blank, fakeHands(whole(256, 256), 256)));
+    for (const line of LINE_NAMES) expect(result.stats[line]).toEqual({ pixels: 0, confidence: 0, coverage: 0, detected: false, polyline: [], length: 0 });
+    expect(result.reason).toBe("lines_unclear");
     const a = await sharp(result.overlay).raw().toBuffer();
     const b = await sharp(bytes).raw().toBuffer();
     let diff = 0;
@@ -180,3 +253,10 @@ describe("analyzeImage()", () => {
     expect(diff / a.length).toBeLessThan(3);
   });
 });
+
+/** Distance in pixels from (x, y) to the nearest set pixel of a w x h mask. */
+function nearest(mask: Uint8Array, w: number, h: number, x: number, y: number): number {
+  let best = Infinity;
+  for (let j = 0; j < h; j++) for (let i = 0; i < w; i++) if (mask[j * w + i]) best = Math.min(best, Math.hypot(i + 0.5 - x, j + 0.5 - y));
+  return best;
+}

@@ -1,0 +1,22 @@
+/**
+ * build-hand-models converts MediaPipe's palm detector and hand-landmark model from the installed
+ * `@mediapipe/hands` package into `models/hands/*.onnx` (our own TFLite -> ONNX converter; nothing
+ * is downloaded). Run as the package's `postinstall`; `--if-missing` keeps existing files.
+ *
+ *   node --import tsx scripts/build-hand-models.ts [--if-missing] [--out DIR]
+ */
+import { performance } from "node:perf_hooks";
+import { buildHandModels, DEFAULT_HAND_MODEL_DIR } from "../src/landmarks/hand-models.js";
+
+const args = process.argv.slice(2);
+const outAt = args.indexOf("--out");
+const modelDir = outAt >= 0 ? args[outAt + 1] : DEFAULT_HAND_MODEL_DIR;
+const t0 = performance.now();
+try {
+  const r = await buildHandModels(modelDir, { force: !args.includes("--if-missing") });
+  const ms = Math.round(performance.now() - t0);
+  console.log(r.built ? `hand models converted in ${ms} ms: ${r.palmPath}, ${r.landmarkPath}` : `hand models already present in ${modelDir}`);
+} catch (err) {
+  console.error(`build-hand-models: ${(err as Error).message}`);
+  process.exit(1);
+}

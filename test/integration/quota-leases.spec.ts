@@ -1,0 +1,211 @@
+/**
+ * Issue 20's quota findings with real parts: admission before reservation (no false 429 under
+ * overload, distinct requests_used), leases that give back the units of a server process killed
+ * by SIGKILL, and a REST client that leaves while its key is checked.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import net from "node:net";
+import { PassThrough } from "node:stream";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { quotaPeriodOf } from "../../src/auth/quota-period.js";
+import { createRedisStore, type RedisStore } from "../../src/auth/redis-store.js";
+import { createTestConfig } from "../../src/config.js";
+import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
+import { createLogger } from "../../src/log.js";
+import { createPalmServer } from "../../src/server/server.js";
+import { createTestAnalyzer } from "../helpers/analyzer.js";
+import { makeImage } from "../helpers/images.js";
+import { registerKey } from "../helpers/keys.js";
+import { startRedis, uniquePrefix, type RedisProcess } from "../helpers/redis.js";
+import { expectErrorBody, postAnalyze } from "../helpers/rest.js";
+import { startServer } from "../helpers/server.js";
+
+const root = new URL("../../", import.meta.url).pathname;
+const PLANS = { free: 100, three: 3 };
+let redis: RedisProcess;
+let analyzer: EngineAnalyzer;
+let body: { image: string };
+beforeAll(async () => {
+  let jpeg: Buffer;
+  // One worker and no queue: a burst of concurrent requests is mostly refused as overloaded.
+  [redis, analyzer, jpeg] = await Promise.all([startRedis(), createTestAnalyzer({ workers: 1, maxQueue: 0 }), makeImage(256, 256, "jpeg")]);
+  body = { image: jpeg.toString("base64") };
+});
+afterAll(async () => {
+  await analyzer?.close();
+  await redis?.stop();
+});
+
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+async function openStore(prefix = uniquePrefix()): Promise<RedisStore> {
+  const store = createRedisStore({ url: redis.url, keyPrefix: prefix });
+  cleanups.push(() => store.close());
+  await store.ready(5000);
+  return store;
+}
+
+describe("admission before reservation", () => {
+  it("answers a burst beyond the engine's capacity with 200s and 503 overloaded, never a 429 before the limit", async () => {
+    const store = await openStore();
+    const srv = await startServer({ analyzer, store, config: { planLimits: PLANS } });
+    cleanups.push(() => srv.close());
+    const key = await registerKey(store, "acme", "three");
+    // Reserving before admission, the 8 concurrent requests took the 3 units first: 5 x 429
+    // although only one request was ever analysed.
+    const results = await Promise.all(Array.from({ length: 8 }, () => postAnalyze(srv.url, body, { "x-api-key": key })));
+    const statuses = results.map((r) => r.res.status);
+    const ok = statuses.filter((s) => s === 200).length;
+    expect(ok).toBeGreaterThanOrEqual(1);
+    expect(statuses.filter((s) => s !== 200 && s !== 503), statuses.join(",")).toEqual([]);
+    for (const r of results.filter((r) => r.res.status === 503)) expectErrorBody(r.res, r.json, 503, "overloaded");
+    expect(await store.usage("acme", quotaPeriodOf())).toBe(ok);
+  });
+
+  it("gives every 200 its own requests_used when a request before it was cancelled", async () => {
+    const queued = await createTestAnalyzer({ workers: 1, maxQueue: 2 });
+    cleanups.push(() => queued.close());
+    const store = await openStore();
+    const srv = await startServer({ analyzer: queued, store, config: { planLimits: PLANS } });
+    cleanups.push(() => srv.close());
+    const key = await registerKey(store, "acme", "free");
+    const big = { image: (await makeImage(4000, 3000)).toString("base64") };
+    const call = (b: unknown, signal?: AbortSignal) =>
+      fetch(`${srv.url}/v1/palm/analyze`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-api-key": key },
+        body: JSON.stringify(b),
+        signal,
+      }).then(async (res) => ({ status: res.status, json: await res.json() }));
+    // A runs; X and then S wait in the queue; X leaves; A and S are answered; then T.
+    const a = call(big);
+    await expect.poll(() => queued.stats().running, { interval: 5 }).toBe(1);
+    const leave = new AbortController();
+    const x = call(body, leave.signal).catch(() => undefined);
+    await expect.poll(() => queued.stats().queued, { interval: 5 }).toBe(1);
+    const s = call(body);
+    await expect.poll(() => queued.stats().queued, { interval: 5 }).toBe(2);
+    await expect.poll(() => store.usage("acme", quotaPeriodOf()), { interval: 5 }).toBe(3);
+    leave.abort();
+    await x;
+    await expect.poll(() => store.usage("acme", quotaPeriodOf()), { interval: 5 }).toBe(2);
+    const answers = [await a, await s, await call(body)];
+    expect(answers.map((r) => r.status)).toEqual([200, 200, 200]);
+    // Reporting the units held at reserve time, S said 3 (X's unit still counted) and T said 3 too.
+    expect(answers.map((r) => r.json.usage.requests_used)).toEqual([1, 2, 3]);
+    expect(await store.usage("acme", quotaPeriodOf())).toBe(3);
+  });
+});
+
+describe("leases", () => {
+  let child: ChildProcess | undefined;
+  afterEach(() => {
+    if (child && child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+  });
+
+  function startMain(env: Record<string, string>): Promise<number> {
+    let out = "";
+    child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+      cwd: root,
+      env: { ...process.env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "info", ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    child.stdout!.on("data", (d) => (out += d));
+    child.stderr!.on("data", (d) => (out += d));
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no start-up within 60 s:\n${out}`)), 60_000);
+      child!.stdout!.on("data", () => {
+        const port = /"port":(\d+)/.exec(out)?.[1];
+        if (port) {
+          clearTimeout(timer);
+          resolve(Number(port));
+        }
+      });
+      child!.once("exit", (code) => reject(new Error(`exited ${code} during start-up:\n${out}`)));
+    });
+  }
+
+  it("gives back the units of a server killed by SIGKILL with requests in flight once their lease passes", async () => {
+    const prefix = uniquePrefix();
+    const store = await openStore(prefix);
+    const key = await registerKey(store, "acme", "free");
+    const port = await startMain({
+      REDIS_URL: redis.url,
+      PALM_REDIS_PREFIX: prefix,
+      PALM_QUOTA_LEASE_MS: "1500",
+      PALM_WORKERS: "1",
+      PALM_MAX_QUEUE: "4",
+      PALM_PLAN_LIMITS: JSON.stringify(PLANS),
+    });
+    // 12 MP photos: each analysis takes a few hundred ms, so three stay in flight for a while.
+    const big = { image: (await makeImage(4000, 3000)).toString("base64") };
+    const url = `http://127.0.0.1:${port}`;
+    const calls = Array.from({ length: 3 }, () => postAnalyze(url, big, { "x-api-key": key }).catch(() => undefined));
+    await expect.poll(() => store.usage("acme", quotaPeriodOf()), { timeout: 20_000, interval: 10 }).toBe(3);
+    const exited = new Promise((resolve) => child!.once("exit", resolve));
+    child!.kill("SIGKILL");
+    await exited;
+    const answered = (await Promise.all(calls)).filter((r) => r?.res.status === 200).length;
+    expect(answered).toBe(0);
+    // Nobody renews the three pending units any more: Redis drops them when the lease passes.
+    expect(await store.usage("acme", quotaPeriodOf())).toBe(3);
+    await expect.poll(() => store.usage("acme", quotaPeriodOf()), { timeout: 5000, interval: 100 }).toBe(answered);
+  });
+
+  it("keeps the unit of a request that runs longer than the lease, renewing it", async () => {
+    const store = await openStore();
+    const srv = await startServer({ analyzer, store, config: { planLimits: PLANS, quotaLeaseMs: 150 } });
+    cleanups.push(() => srv.close());
+    const key = await registerKey(store, "acme", "three");
+    // A 12 MP photo takes longer than 300 ms (twice the lease) to analyse on the machines measured.
+    const big = { image: (await makeImage(4000, 3000)).toString("base64") };
+    const started = performance.now();
+    const { res, json } = await postAnalyze(srv.url, big, { "x-api-key": key });
+    expect(res.status).toBe(200);
+    expect(performance.now() - started).toBeGreaterThan(300);
+    expect(json.usage.requests_used).toBe(1);
+    expect(await store.usage("acme", quotaPeriodOf())).toBe(1);
+  });
+});
+
+describe("a REST client that leaves", () => {
+  it("is noticed at once when its socket closes while its key is being checked", async () => {
+    const store = await openStore();
+    const key = await registerKey(store, "acme", "free");
+    const logs = new PassThrough();
+    const lines: any[] = [];
+    logs.on("data", (d: Buffer) => {
+      for (const l of d.toString().split("\n")) if (l) lines.push(JSON.parse(l));
+    });
+    const server = createPalmServer({
+      analyzer,
+      store,
+      config: createTestConfig({ port: 0, host: "127.0.0.1", planLimits: PLANS, bodyTimeoutMs: 10_000 }),
+      logger: createLogger({ level: "info", destination: logs }),
+    });
+    const port = await server.listen();
+    cleanups.push(() => server.shutdown(1000));
+
+    // A slow Redis moment: the key check waits while the client sends half its body and leaves.
+    redis.pause();
+    const socket = net.connect(port, "127.0.0.1");
+    await new Promise((r) => socket.once("connect", r));
+    socket.write(
+      `POST /v1/palm/analyze HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nx-api-key: ${key}\r\ncontent-length: 1000\r\n\r\n{"image":"`,
+    );
+    await new Promise((r) => setTimeout(r, 150));
+    socket.destroy();
+    const leftAt = performance.now();
+    await new Promise((r) => setTimeout(r, 150));
+    redis.resume();
+    await expect.poll(() => lines.find((l) => l.msg === "request" || l.msg === "request failed"), { timeout: 12_000, interval: 20 }).toBeDefined();
+    const line = lines.find((l) => l.msg === "request" || l.msg === "request failed");
+    // Waiting for the body deadline instead, the line came 10 s later and said 504 timeout.
+    expect(performance.now() - leftAt).toBeLessThan(2000);
+    expect({ status: line.status, code: line.code }).toEqual({ status: 499, code: "canceled" });
+    expect(await store.usage("acme", quotaPeriodOf())).toBe(0);
+  });
+});

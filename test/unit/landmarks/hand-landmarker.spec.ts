@@ -1,0 +1,229 @@
+import { existsSync, readFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import sharp, { type Sharp } from "sharp";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createHandLandmarker, facing, palmChirality, type HandDetection, type HandLandmarker } from "../../../src/landmarks/hand-landmarker.js";
+
+/** The shared real photos: read in place, never copied into the repository. */
+const REAL_DIR = resolve(import.meta.dirname, "../../../../shared/real-palms");
+const HAVE_REAL = existsSync(join(REAL_DIR, "annotations.json"));
+if (!HAVE_REAL) console.warn(`hand-landmarker.spec: ${REAL_DIR} is absent; the real-photo tests are skipped.`);
+
+type Pt = [number, number];
+interface Annotated {
+  file: string;
+  width: number;
+  height: number;
+  palm_width_px: number;
+  palm_polygon: Pt[];
+}
+interface Photo {
+  file: string;
+  rgb: Buffer;
+  width: number;
+  height: number;
+  /** Annotation scale: photo pixels per annotated pixel. */
+  polygon: Pt[];
+  palmWidth: number;
+  /** Truth: the hand as it really is. */
+  truth: "left" | "right";
+}
+
+/** Variants of a photo: the pixels, and where a point (x, y) of the original lands in them. */
+const VARIANTS: { name: string; op: (s: Sharp) => Sharp; map: (p: Pt, w: number, h: number) => Pt; mirrored: boolean }[] = [
+  { name: "mirrored", op: (s) => s.flop(), map: ([x, y], w) => [w - x, y], mirrored: true },
+  { name: "turned 90", op: (s) => s.rotate(90), map: ([x, y], _w, h) => [h - y, x], mirrored: false },
+  { name: "turned 180", op: (s) => s.rotate(180), map: ([x, y], w, h) => [w - x, h - y], mirrored: false },
+  { name: "turned 270", op: (s) => s.rotate(270), map: ([x, y], w) => [y, w - x], mirrored: false },
+];
+
+const MAX_SIDE = 640;
+const KEY_POINTS = [0, 5, 9, 13, 17]; // wrist and the four finger MCPs
+
+async function loadPhotos(): Promise<Photo[]> {
+  const ann = JSON.parse(readFileSync(join(REAL_DIR, "annotations.json"), "utf8")) as { images: Annotated[] };
+  const photos: Photo[] = [];
+  for (const a of ann.images) {
+    const { data, info } = await sharp(join(REAL_DIR, a.file))
+      .rotate()
+      .resize(MAX_SIDE, MAX_SIDE, { fit: "inside" })
+      .removeAlpha()
+      .raw()
+      .toBuffer({ resolveWithObject: true });
+    const s = info.width / a.width;
+    photos.push({
+      file: a.file,
+      rgb: data,
+      width: info.width,
+      height: info.height,
+      polygon: a.palm_polygon.map(([x, y]) => [x * s, y * s]),
+      palmWidth: a.palm_width_px * s,
+      // Truth from the brief: all seven are palms; hand1.jpg is a left hand, the others right hands.
+      truth: a.file === "hand1.jpg" ? "left" : "right",
+    });
+  }
+  return photos;
+}
+
+async function variantOf(p: Photo, v: (typeof VARIANTS)[number]) {
+  const { data, info } = await v
+    .op(sharp(p.rgb, { raw: { width: p.width, height: p.height, channels: 3 } }))
+    .raw()
+    .toBuffer({ resolveWithObject: true });
+  return { rgb: data, width: info.width, height: info.height };
+}
+
+function inside(poly: readonly Pt[], [x, y]: Pt): boolean {
+  let odd = false;
+  for (let i = 0, j = poly.length - 1; i < poly.length; j = i++) {
+    const [xi, yi] = poly[i];
+    const [xj, yj] = poly[j];
+    if (yi > y !== yj > y && x < ((xj - xi) * (y - yi)) / (yj - yi) + xi) odd = !odd;
+  }
+  return odd;
+}
+
+/** distanceToPolygon is 0 inside, else the distance to the nearest edge. */
+function distanceToPolygon(poly: readonly Pt[], p: Pt): number {
+  if (inside(poly, p)) return 0;
+  let best = Infinity;
+  for (let i = 0, j = poly.length - 1; i < poly.length; j = i++) {
+    const [ax, ay] = poly[j];
+    const [bx, by] = poly[i];
+    const dx = bx - ax;
+    const dy = by - ay;
+    const t = Math.max(0, Math.min(1, ((p[0] - ax) * dx + (p[1] - ay) * dy) / (dx * dx + dy * dy)));
+    best = Math.min(best, Math.hypot(p[0] - ax - t * dx, p[1] - ay - t * dy));
+  }
+  return best;
+}
+
+describe("palmChirality() and facing()", () => {
+  // A right palm, fingers up, seen from the palm side: thumb and index on the image's right.
+  const rightPalm: Pt[] = Array.from({ length: 21 }, () => [0, 0] as Pt);
+  rightPalm[0] = [100, 200];
+  rightPalm[5] = [130, 100];
+  rightPalm[9] = [100, 95];
+  rightPalm[13] = [80, 100];
+  rightPalm[17] = [60, 110];
+  const turn = (pts: Pt[], deg: number): Pt[] => {
+    const a = (deg * Math.PI) / 180;
+    return pts.map(([x, y]) => [x * Math.cos(a) - y * Math.sin(a), x * Math.sin(a) + y * Math.cos(a)]);
+  };
+  const mirror = (pts: Pt[]): Pt[] => pts.map(([x, y]) => [-x, y]);
+
+  it("is 'right' for a right palm at any in-plane rotation, 'left' once mirrored", () => {
+    for (const deg of [0, 45, 90, 135, 180, 225, 270, 315]) {
+      expect(palmChirality(turn(rightPalm, deg))).toBe("right");
+      expect(palmChirality(mirror(turn(rightPalm, deg)))).toBe("left");
+    }
+  });
+
+  it("facing() is 'palm' when the handedness agrees with the chirality, 'back' otherwise", () => {
+    expect(facing({ landmarks: rightPalm, handedness: "right" })).toBe("palm");
+    expect(facing({ landmarks: rightPalm, handedness: "left" })).toBe("back");
+    expect(facing({ landmarks: mirror(rightPalm), handedness: "left" })).toBe("palm");
+  });
+});
+
+describe("createHandLandmarker()", () => {
+  let landmarker: HandLandmarker;
+  beforeAll(async () => {
+    landmarker = await createHandLandmarker();
+  });
+  afterAll(async () => {
+    await landmarker?.close();
+  });
+
+  it("returns null for images without a hand: a flat gradient and uniform noise", async () => {
+    const w = 640;
+    const h = 480;
+    const gradient = new Uint8Array(w * h * 3);
+    const noise = new Uint8Array(w * h * 3);
+    let seed = 12345;
+    for (let i = 0; i < w * h; i++) {
+      const x = i % w;
+      gradient.set([(x * 255) / w, 128, 255 - (x * 255) / w], i * 3);
+      for (let c = 0; c < 3; c++) {
+        seed = (seed * 1103515245 + 12345) >>> 0;
+        noise[i * 3 + c] = seed >>> 24;
+      }
+    }
+    expect(await landmarker.detect(gradient, w, h)).toBeNull();
+    expect(await landmarker.detect(noise, w, h)).toBeNull();
+  });
+
+  it("rejects a buffer too short for its size", async () => {
+    await expect(landmarker.detect(new Uint8Array(10), 64, 64)).rejects.toThrow(RangeError);
+  });
+
+  describe.skipIf(!HAVE_REAL)("on the shared real palm photos", () => {
+    let photos: Photo[] = [];
+    const found = new Map<string, HandDetection>();
+    beforeAll(async () => {
+      photos = await loadPhotos();
+      for (const p of photos) {
+        const d = await landmarker.detect(p.rgb, p.width, p.height);
+        if (d) found.set(p.file, d);
+      }
+    });
+
+    it("finds a hand on every photo, with confident scores", () => {
+      expect(photos.length).toBe(7);
+      for (const p of photos) {
+        const d = found.get(p.file);
+        expect(d, p.file).toBeDefined();
+        expect(d!.landmarks).toHaveLength(21);
+        expect(d!.detectionScore, p.file).toBeGreaterThan(0.9);
+        expect(d!.presence, p.file).toBeGreaterThan(0.9);
+      }
+    });
+
+    it("puts the wrist and the finger MCPs inside or near the annotated palm polygon", () => {
+      for (const p of photos) {
+        const d = found.get(p.file)!;
+        for (const k of KEY_POINTS) {
+          const dist = distanceToPolygon(p.polygon, d.landmarks[k]) / p.palmWidth;
+          expect(dist, `${p.file} landmark ${k}`).toBeLessThan(0.1);
+        }
+        // The palm centre (mean of wrist and MCPs) is well inside.
+        const c: Pt = [0, 1].map((ax) => KEY_POINTS.reduce((s, k) => s + d.landmarks[k][ax], 0) / KEY_POINTS.length) as Pt;
+        expect(inside(p.polygon, c), `${p.file} palm centre`).toBe(true);
+      }
+    });
+
+    it("gets the handedness right (hand1.jpg left, the others right) and sees palms", () => {
+      for (const p of photos) {
+        const d = found.get(p.file)!;
+        expect(d.handedness, p.file).toBe(p.truth);
+        expect(d.handednessScore, p.file).toBeGreaterThan(0.5);
+        expect(palmChirality(d.landmarks), p.file).toBe(p.truth);
+        expect(facing(d), p.file).toBe("palm");
+      }
+    });
+
+    for (const v of VARIANTS) {
+      it(`holds when the photo is ${v.name}: landmarks move with it${v.mirrored ? ", handedness flips" : ""}`, async () => {
+        for (const p of photos) {
+          const base = found.get(p.file)!;
+          const img = await variantOf(p, v);
+          const d = await landmarker.detect(img.rgb, img.width, img.height);
+          expect(d, `${p.file} ${v.name}`).not.toBeNull();
+          const expected = v.mirrored ? (p.truth === "left" ? "right" : "left") : p.truth;
+          expect(d!.handedness, `${p.file} ${v.name}`).toBe(expected);
+          expect(facing(d!), `${p.file} ${v.name}`).toBe("palm");
+          let sum = 0;
+          let worst = 0;
+          for (let k = 0; k < 21; k++) {
+            const [ex, ey] = v.map(base.landmarks[k], p.width, p.height);
+            const e = Math.hypot(d!.landmarks[k][0] - ex, d!.landmarks[k][1] - ey) / p.palmWidth;
+            sum += e;
+            if (KEY_POINTS.includes(k)) worst = Math.max(worst, e);
+          }
+          expect(sum / 21, `${p.file} ${v.name} mean landmark shift`).toBeLessThan(0.04);
+          expect(worst, `${p.file} ${v.name} wrist/MCP shift`).toBeLessThan(0.06);
+        }
+      });
+    }
+  });
+});

@@ -1,0 +1,73 @@
+import { describe, expect, it } from "vitest";
+import type { Point } from "../../../src/landmarks/geometry.js";
+import { frameToImage, imageToFrame, palmFrame } from "../../../src/landmarks/palm-frame.js";
+
+/** 21 landmarks of an upright right palm (fingers up, index on the image's right), wrist at (500, 900). */
+function uprightRightPalm(): Point[] {
+  const lm: Point[] = Array.from({ length: 21 }, () => [500, 700] as Point);
+  lm[0] = [500, 900];
+  lm[5] = [590, 560];
+  lm[9] = [520, 540];
+  lm[13] = [450, 550];
+  lm[17] = [390, 580];
+  return lm;
+}
+
+const mirror = (lm: Point[], w: number): Point[] => lm.map(([x, y]) => [w - x, y]);
+const turn90 = (lm: Point[], h: number): Point[] => lm.map(([x, y]) => [h - y, x]);
+
+describe("palmFrame()", () => {
+  it("sees an upright right palm unmirrored, wrist down, centred between wrist and middle knuckle", () => {
+    const f = palmFrame(uprightRightPalm());
+    expect(f.mirrored).toBe(false);
+    expect(f.ey[1]).toBeGreaterThan(0.99); // +y toward the wrist
+    expect(f.ex[0]).toBeGreaterThan(0.99); // +x toward the index
+    expect(f.centre).toEqual([510, 720]);
+  });
+
+  it("shows a mirrored photo as the same right palm: every landmark lands on the same model pixel", () => {
+    const lm = uprightRightPalm();
+    const a = palmFrame(lm);
+    const b = palmFrame(mirror(lm, 1000));
+    expect(b.mirrored).toBe(true);
+    for (const k of [0, 5, 9, 17]) {
+      const pa = imageToFrame(a, 256, lm[k][0], lm[k][1]);
+      const pb = imageToFrame(b, 256, 1000 - lm[k][0], lm[k][1]);
+      expect(pb[0]).toBeCloseTo(pa[0], 6);
+      expect(pb[1]).toBeCloseTo(pa[1], 6);
+    }
+  });
+
+  it("shows a turned photo as the same upright palm", () => {
+    const lm = uprightRightPalm();
+    const a = palmFrame(lm);
+    const b = palmFrame(turn90(lm, 1200));
+    expect(b.mirrored).toBe(false);
+    for (const k of [0, 5, 9, 17]) {
+      const pa = imageToFrame(a, 256, lm[k][0], lm[k][1]);
+      const [x, y] = turn90([lm[k]], 1200)[0];
+      const pb = imageToFrame(b, 256, x, y);
+      expect(pb[0]).toBeCloseTo(pa[0], 6);
+      expect(pb[1]).toBeCloseTo(pa[1], 6);
+    }
+  });
+
+  it("maps model pixels to the image and back", () => {
+    const f = palmFrame(turn90(mirror(uprightRightPalm(), 1000), 1200));
+    for (const [u, v] of [[0, 0], [255, 0], [17.5, 200.25]] as Point[]) {
+      const [x, y] = frameToImage(f, 256, u, v);
+      const back = imageToFrame(f, 256, x, y);
+      expect(back[0]).toBeCloseTo(u, 9);
+      expect(back[1]).toBeCloseTo(v, 9);
+    }
+  });
+
+  it("sizes the view by the longer of the palm's length and its knuckle span", () => {
+    const lm = uprightRightPalm();
+    const long = palmFrame(lm); // |9 - 0| = 360.6 > 1.3 x |5 - 17| = 262.4
+    expect(long.side).toBeCloseTo(1.7 * Math.hypot(20, 360), 6);
+    const short = lm.map((p) => [...p] as Point);
+    short[0] = [500, 700]; // palm foreshortened along its length: the knuckle span decides
+    expect(palmFrame(short).side).toBeCloseTo(1.7 * 1.3 * Math.hypot(200, 20), 6);
+  });
+});
