@@ -4,11 +4,14 @@
  *
  *   PALM_API_KEY=palm_live_… node --import tsx examples/grpc-js-client.ts [image.jpg]
  *
- * Env: PALM_GRPC_TARGET (default localhost:8080), PALM_API_KEY (required).
+ * Env: PALM_GRPC_TARGET (default localhost:8080), PALM_API_KEY (required: the key `npm start`
+ * prints, or one from `palmctl keys create`).
  */
 import { readFileSync } from "node:fs";
 import * as grpc from "@grpc/grpc-js";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { findTrailerError } from "@connectrpc/connect/protocol-grpc";
+import { ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.js";
 import {
   AnalyzeRequestSchema,
   AnalyzeResponseSchema,
@@ -19,6 +22,27 @@ import {
 const target = process.env.PALM_GRPC_TARGET ?? "localhost:8080";
 const apiKey = process.env.PALM_API_KEY ?? "";
 const imagePath = process.argv[2] ?? new URL("./sample-palm.jpg", import.meta.url).pathname;
+
+// Refuse a missing or placeholder key here, in one line, rather than send it.
+if (!/^palm_live_[0-9a-f]{32}$/.test(apiKey)) {
+  console.error("error: set PALM_API_KEY to the key `npm start` printed (palm_live_ and 32 hex characters)");
+  process.exit(2);
+}
+
+/** printQuota prints the quota from response metadata: headers on success, trailers on errors. */
+function printQuota(md: grpc.Metadata): void {
+  const remaining = md.get("x-monthly-quota-remaining")[0];
+  if (remaining !== undefined) console.log(`quota: ${remaining} of ${md.get("x-monthly-quota-limit")[0]} left`);
+}
+
+/** reasonOf reads the error table's code: the ErrorInfo in the grpc-status-details-bin trailer. */
+function reasonOf(err: grpc.ServiceError): string {
+  const h = new Headers({ "grpc-status": String(err.code), "grpc-message": encodeURIComponent(err.details) });
+  const details = err.metadata.get("grpc-status-details-bin")[0];
+  if (Buffer.isBuffer(details)) h.set("grpc-status-details-bin", details.toString("base64"));
+  const reason = findTrailerError(h)?.findDetails(ErrorInfoSchema)[0]?.reason;
+  return reason ?? grpc.status[err.code].toLowerCase();
+}
 
 const client = new grpc.Client(target, grpc.credentials.createInsecure(), {
   // The answer holds a full-size JPEG overlay and three PNG masks: for a 12-megapixel photo it
@@ -40,9 +64,9 @@ const call = client.makeUnaryRequest<AnalyzeRequest, AnalyzeResponse>(
   (err, res) => {
     client.close();
     if (err || !res) {
-      // err.details is the same message as the REST body; the google.rpc.ErrorInfo detail
-      // (reason = the SPEC code) travels in the grpc-status-details-bin trailer.
-      console.error(`error: ${grpc.status[err?.code ?? grpc.status.UNKNOWN]}: ${err?.details}`);
+      // An error comes back trailers-only: its quota and details are in the trailers.
+      if (err) printQuota(err.metadata);
+      console.error(err ? `error: ${reasonOf(err)}: ${err.details}` : "error: no response");
       process.exitCode = 1;
       return;
     }
@@ -63,6 +87,5 @@ const call = client.makeUnaryRequest<AnalyzeRequest, AnalyzeResponse>(
     );
   },
 );
-call.on("metadata", (md: grpc.Metadata) => {
-  console.log(`quota: ${md.get("x-monthly-quota-remaining")[0]} of ${md.get("x-monthly-quota-limit")[0]} left`);
-});
+// Response headers (success): the quota of this call.
+call.on("metadata", printQuota);

@@ -51,6 +51,10 @@ export interface Config {
   readonly threadNice: number;
   /** Scheduling policy of the analysis worker processes: "idle" (SCHED_IDLE, Linux) or "normal" (only the nice value). Default "idle". */
   readonly workerSched: "idle" | "normal";
+  /** Origins allowed to call the API from a browser (CORS); "*" allows any. Default: none (the page's own origin needs no CORS). */
+  readonly corsOrigins: readonly string[];
+  /** Port of its own for `GET /metrics`; undefined serves it on {@link Config.port}. */
+  readonly metricsPort: number | undefined;
   /** pino log level. Default "info". */
   readonly logLevel: string;
 }
@@ -83,6 +87,8 @@ export const CONFIG_VARIABLES: readonly ConfigVariable[] = Object.freeze([
   { name: "PALM_REST_CODEC_THREADS", default: "a quarter of the cores, 1 to 4", description: "threads decoding large REST bodies and encoding responses (0: on the event loop)" },
   { name: "PALM_THREAD_NICE", default: "10", description: "nice value of analysis and codec threads, so the event loop comes first under load (Linux; 0: off)" },
   { name: "PALM_WORKER_SCHED", default: "idle", description: "idle: analysis workers run under SCHED_IDLE, so the event loop preempts them at once (Linux, util-linux chrt); normal: nice value only" },
+  { name: "PALM_CORS_ORIGINS", default: "none", description: "origins allowed to call the API from a browser, comma-separated, or *" },
+  { name: "PALM_METRICS_PORT", default: "unset (the main port)", description: "port of its own for GET /metrics" },
   { name: "LOG_LEVEL", default: "info", description: "pino level: fatal, error, warn, info, debug, trace, silent" },
 ]);
 
@@ -141,6 +147,8 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
   if (devKey !== undefined && !API_KEY_PATTERN.test(devKey)) {
     problems.push("PALM_DEV_KEY: expected palm_live_ followed by 32 lowercase hex characters");
   }
+  const cors = parseCorsOrigins(get("PALM_CORS_ORIGINS"));
+  problems.push(...cors.problems);
   const logLevel = get("LOG_LEVEL") ?? "info";
   if (!LOG_LEVELS.includes(logLevel)) {
     problems.push(`LOG_LEVEL: expected one of ${LOG_LEVELS.join(", ")}, got ${JSON.stringify(logLevel)}`);
@@ -165,6 +173,8 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     restCodecThreads: get("PALM_REST_CODEC_THREADS") === undefined ? undefined : int("PALM_REST_CODEC_THREADS", 1, 0, 64),
     threadNice: int("PALM_THREAD_NICE", 10, 0, 19),
     workerSched: oneOf("PALM_WORKER_SCHED", ["idle", "normal"] as const, "idle"),
+    corsOrigins: Object.freeze(cors.origins),
+    metricsPort: get("PALM_METRICS_PORT") === undefined ? undefined : int("PALM_METRICS_PORT", 0, 0, 65535),
     logLevel,
   };
   if (problems.length > 0) throw new ConfigError(problems);
@@ -183,6 +193,32 @@ export function unknownVariables(env: Readonly<Record<string, string | undefined
 /** createTestConfig returns a frozen {@link Config} with defaults and `overrides` (tests, tools). */
 export function createTestConfig(overrides: Partial<Config> = {}): Config {
   return Object.freeze({ ...loadConfig({}), ...overrides });
+}
+
+/** parseCorsOrigins reads PALM_CORS_ORIGINS: comma-separated origins or "*"; returns problems. */
+export function parseCorsOrigins(raw: string | undefined): { origins: string[]; problems: string[] } {
+  if (raw === undefined) return { origins: [], problems: [] };
+  const origins: string[] = [];
+  const problems: string[] = [];
+  for (const part of raw.split(",").map((s) => s.trim()).filter((s) => s !== "")) {
+    if (part === "*") {
+      origins.push(part);
+      continue;
+    }
+    let url: URL | undefined;
+    try {
+      url = new URL(part);
+    } catch {
+      url = undefined;
+    }
+    // An origin is scheme://host[:port] and nothing more: browsers compare it as a string.
+    if (!url || !/^https?:$/.test(url.protocol) || url.origin !== part) {
+      problems.push(`PALM_CORS_ORIGINS: ${JSON.stringify(part)} is not an origin like https://app.example.com (scheme, host, optional port; no path or trailing slash)`);
+      continue;
+    }
+    origins.push(url.origin);
+  }
+  return { origins, problems };
 }
 
 function parsePlanLimits(raw: string | undefined, problems: string[]): PlanLimits {

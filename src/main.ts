@@ -34,7 +34,7 @@ async function main(): Promise<void> {
     schedIdle: config.workerSched === "idle",
   });
   const { store, kind, devKey, devKeyGenerated } = await openStore(config, logger);
-  const server = createPalmServer({ analyzer, store, config, logger });
+  const server = createPalmServer({ analyzer, store, config, logger, devKey });
   const port = await server.listen();
   priority.sweep();
   logger.info({ port, store: kind, model: analyzer.model }, "palm-api listening (gRPC, gRPC-Web, Connect, REST)");
@@ -42,7 +42,7 @@ async function main(): Promise<void> {
     // Shown once, on stdout, on purpose: the only place this generated key ever appears.
     process.stdout.write(
       `\n  Development API key (in-memory store, client "dev", plan "pro"; new at every start):\n\n    ${devKey}\n\n` +
-        `  Try: curl -s http://localhost:${port}/v1/palm/health\n\n`,
+        `  Demo page (key filled in): http://localhost:${port}/   API reference: http://localhost:${port}/docs\n\n`,
     );
   }
 

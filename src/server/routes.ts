@@ -4,6 +4,7 @@
  */
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
 import { Health } from "../../gen/grpc/health/v1/health_pb.js";
+import { ServerReflection } from "../../gen/grpc/reflection/v1/reflection_pb.js";
 import { PalmService } from "../../gen/palm/v1/palm_pb.js";
 import { createApiKeyInterceptor } from "../auth/api-key-interceptor.js";
 import { createQuotaInterceptor } from "../auth/quota-interceptor.js";
@@ -13,10 +14,16 @@ import type { Analyzer } from "../inference/analyzer-types.js";
 import type { Logger } from "../log.js";
 import { createGrpcHealthService } from "../service/health-service.js";
 import { createPalmService } from "../service/palm-service.js";
+import { createReflectionService } from "../service/reflection-service.js";
 import { createRequestInterceptor } from "./request-interceptor.js";
 
-/** PUBLIC_METHODS need no API key: the liveness checks. */
-export const PUBLIC_METHODS = Object.freeze([PalmService.method.health, Health.method.check, Health.method.watch]);
+/** PUBLIC_METHODS need no API key: the liveness checks and server reflection (the schema is public). */
+export const PUBLIC_METHODS = Object.freeze([
+  PalmService.method.health,
+  Health.method.check,
+  Health.method.watch,
+  ServerReflection.method.serverReflectionInfo,
+]);
 
 /** RoutesOptions configure {@link createRoutes}. */
 export interface RoutesOptions {
@@ -26,13 +33,15 @@ export interface RoutesOptions {
   stopping?: AbortSignal;
 }
 
-/** createRoutes registers palm.v1.PalmService and grpc.health.v1.Health. */
+/** createRoutes registers palm.v1.PalmService, grpc.health.v1.Health and grpc.reflection.v1.ServerReflection. */
 export function createRoutes(options: RoutesOptions): (router: ConnectRouter) => void {
   const palm = createPalmService({ analyzer: options.analyzer, analyzeTimeoutMs: options.config.analyzeTimeoutMs });
   const health = createGrpcHealthService({ stopping: options.stopping });
+  const reflection = createReflectionService({ services: [PalmService, Health, ServerReflection] });
   return (router) => {
     router.service(PalmService, palm);
     router.service(Health, health);
+    router.service(ServerReflection, reflection);
   };
 }
 
@@ -43,11 +52,14 @@ export interface InterceptorsOptions {
   logger: Logger;
   /** Clock for quota periods (tests). */
   now?: () => Date;
+  /** Outermost interceptor counting every RPC (src/ops/metrics.ts). Default: none. */
+  metrics?: Interceptor;
 }
 
-/** createInterceptors returns the chain, outermost first: request id/log/errors, API key, quota. */
+/** createInterceptors returns the chain, outermost first: metrics, request id/log/errors, API key, quota. */
 export function createInterceptors(options: InterceptorsOptions): Interceptor[] {
   return [
+    ...(options.metrics ? [options.metrics] : []),
     createRequestInterceptor({ logger: options.logger }),
     createApiKeyInterceptor({ store: options.store, publicMethods: PUBLIC_METHODS }),
     createQuotaInterceptor({

@@ -14,6 +14,11 @@ import type { Store } from "../auth/store.js";
 import type { Config } from "../config.js";
 import type { Analyzer } from "../inference/analyzer-types.js";
 import { ERRORS } from "../errors.js";
+import { createCors } from "../http/cors.js";
+import { createSiteHandler } from "../http/site-handler.js";
+import { createWebHandler } from "../http/web-handler.js";
+import { createMetrics, createMetricsServer } from "../ops/metrics.js";
+import { createReadiness } from "../ops/readiness.js";
 import type { Logger } from "../log.js";
 import { MAX_BODY_BYTES } from "../rest/rest-body.js";
 import { createRestHandler, errorPayload, pathOf, type NodeHandlerFn } from "../rest/rest-handler.js";
@@ -36,6 +41,8 @@ export interface PalmServerOptions {
    * HTTP/2's 65,535).
    */
   h2Windows?: { stream: number; connection: number };
+  /** The development key, pre-filled on the demo page (in-memory store only). Default: none. */
+  devKey?: string;
 }
 
 /** PalmServer is a listening (or ready to listen) service instance. */
@@ -44,6 +51,8 @@ export interface PalmServer {
   listen(port?: number, host?: string): Promise<number>;
   /** The bound port (after listen). */
   readonly port: number;
+  /** The bound port of `GET /metrics` when PALM_METRICS_PORT gives it its own (after listen). */
+  readonly metricsPort: number | undefined;
   /**
    * shutdown stops accepting, lets in-flight requests finish for up to `graceMs` (default
    * config.shutdownGraceMs), then cancels what is left and closes every connection.
@@ -75,7 +84,9 @@ export function createPalmServer(options: PalmServerOptions): PalmServer {
   const shutdownController = new AbortController();
   const stopping = new AbortController();
   const routes = createRoutes({ analyzer: options.analyzer, config, stopping: stopping.signal });
-  const interceptors = createInterceptors({ store: options.store, config, logger, now: options.now });
+  const metrics = createMetrics({ analyzer: options.analyzer });
+  const metricsServer = config.metricsPort === undefined ? undefined : createMetricsServer(metrics);
+  const interceptors = createInterceptors({ store: options.store, config, logger, now: options.now, metrics: metrics.interceptor });
   const rest = createRestHandler({
     services: REST_SERVICES,
     routes,
@@ -100,6 +111,21 @@ export function createPalmServer(options: PalmServerOptions): PalmServer {
     shutdownSignal: shutdownController.signal,
   });
 
+  // In front of the RPCs and REST: CORS, the demo page, the docs, readiness and metrics (src/http).
+  const site = createSiteHandler({
+    next: adapter,
+    cors: createCors({ origins: config.corsOrigins }),
+    web: createWebHandler({ devKey: options.devKey }),
+    readiness: createReadiness({
+      analyzer: options.analyzer,
+      store: options.store,
+      stopping: stopping.signal,
+      storeTimeoutMs: config.redisCommandTimeoutMs,
+      onStoreError: () => metrics.storeError("readiness"),
+    }),
+    metrics: metricsServer ? undefined : metrics,
+  });
+
   let inFlight = 0;
   let drained: (() => void) | undefined;
   // Slow-client guard for every protocol: the whole request must arrive within this bound.
@@ -121,7 +147,7 @@ export function createPalmServer(options: PalmServerOptions): PalmServer {
       if (inFlight === 0) drained?.();
     });
     if (closing && req.httpVersionMajor === 1) res.setHeader("connection", "close");
-    adapter(req, res);
+    site(req, res);
   };
 
   const h1 = http.createServer(
@@ -200,18 +226,25 @@ export function createPalmServer(options: PalmServerOptions): PalmServer {
   front.on("error", (err) => logger.error({ err }, "server error"));
 
   let port = 0;
+  let metricsPort: number | undefined;
   return {
     get port() {
       return port;
     },
+    get metricsPort() {
+      return metricsPort;
+    },
     listen(p = config.port, host = config.host): Promise<number> {
-      return new Promise((resolve, reject) => {
+      return new Promise<number>((resolve, reject) => {
         front.once("error", reject);
         front.listen(p, host, () => {
           front.off("error", reject);
           port = (front.address() as AddressInfo).port;
           resolve(port);
         });
+      }).then(async (bound) => {
+        if (metricsServer && config.metricsPort !== undefined) metricsPort = await metricsServer.listen(config.metricsPort, host);
+        return bound;
       });
     },
     async shutdown(graceMs = config.shutdownGraceMs): Promise<void> {
@@ -232,6 +265,7 @@ export function createPalmServer(options: PalmServerOptions): PalmServer {
       for (const socket of sockets) socket.destroy();
       h1.close(() => {});
       await frontClosed;
+      await metricsServer?.close();
       await rest.close();
       logger.info({ abandoned: inFlight }, "server stopped");
     },

@@ -22,6 +22,8 @@ export async function startServer(options: {
   store: Store;
   config?: Partial<Config>;
   now?: () => Date;
+  /** Development key shown on the demo page. */
+  devKey?: string;
 }): Promise<TestServer> {
   const config = createTestConfig({ port: 0, host: "127.0.0.1", ...options.config });
   const server = createPalmServer({
@@ -30,6 +32,7 @@ export async function startServer(options: {
     config,
     logger: createLogger({ level: process.env.TEST_LOG_LEVEL ?? "silent" }),
     now: options.now,
+    devKey: options.devKey,
   });
   const port = await server.listen();
   return { server, port, url: `http://127.0.0.1:${port}`, close: () => server.shutdown(2000) };

@@ -66,6 +66,32 @@ describe("loadConfig()", () => {
     expect(problems).toContain('PALM_WORKER_SCHED: expected one of idle, normal, got "realtime"');
   });
 
+  it("reads PALM_CORS_ORIGINS as a list of origins or *, and PALM_METRICS_PORT", () => {
+    expect(loadConfig({}).corsOrigins).toEqual([]);
+    expect(loadConfig({}).metricsPort).toBeUndefined();
+    const c = loadConfig({ PALM_CORS_ORIGINS: " https://app.example.com, http://localhost:5173 ", PALM_METRICS_PORT: "9464" });
+    expect(c.corsOrigins).toEqual(["https://app.example.com", "http://localhost:5173"]);
+    expect(Object.isFrozen(c.corsOrigins)).toBe(true);
+    expect(c.metricsPort).toBe(9464);
+    expect(loadConfig({ PALM_CORS_ORIGINS: "*" }).corsOrigins).toEqual(["*"]);
+  });
+
+  it("rejects a CORS origin with a path, a trailing slash or no scheme, and a bad PALM_METRICS_PORT", () => {
+    let err: unknown;
+    try {
+      loadConfig({ PALM_CORS_ORIGINS: "https://app.example.com/,app.example.com,https://a.example.com/x", PALM_METRICS_PORT: "70000" });
+    } catch (e) {
+      err = e;
+    }
+    const problems = (err as ConfigError).problems;
+    expect(problems).toEqual([
+      'PALM_CORS_ORIGINS: "https://app.example.com/" is not an origin like https://app.example.com (scheme, host, optional port; no path or trailing slash)',
+      'PALM_CORS_ORIGINS: "app.example.com" is not an origin like https://app.example.com (scheme, host, optional port; no path or trailing slash)',
+      'PALM_CORS_ORIGINS: "https://a.example.com/x" is not an origin like https://app.example.com (scheme, host, optional port; no path or trailing slash)',
+      'PALM_METRICS_PORT: expected an integer from 0 to 65535, got "70000"',
+    ]);
+  });
+
   it("rejects PALM_PLAN_LIMITS that is not a JSON object", () => {
     expect(() => loadConfig({ PALM_PLAN_LIMITS: "[1]" })).toThrow(/PALM_PLAN_LIMITS: expected a non-empty JSON object/);
     expect(() => loadConfig({ PALM_PLAN_LIMITS: "{" })).toThrow(/PALM_PLAN_LIMITS: not valid JSON/);

@@ -1,25 +1,60 @@
 /**
- * The README documents every error code and every configuration variable (STYLE.md: a test
- * fails if an error reason is missing from the README).
+ * The documentation: every error code in the API reference's error table, every configuration
+ * variable in the operations guide's table (STYLE.md: a test fails if an error reason is
+ * undocumented), a README whose first screen is the quick start, and no link leaving the
+ * repository.
  */
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { CONFIG_VARIABLES } from "../../src/config.js";
 import { ERRORS } from "../../src/errors.js";
 
-const readme = readFileSync(new URL("../../README.md", import.meta.url), "utf8");
+const root = new URL("../../", import.meta.url).pathname;
+const read = (path: string) => readFileSync(join(root, path), "utf8");
+const readme = read("README.md");
+const api = read("docs/api.md");
+const operations = read("docs/operations.md");
+const DOCS = ["README.md", "CHANGELOG.md", "docs/api.md", "docs/operations.md", "docs/design.md"];
+
+describe("docs/api.md", () => {
+  it.each(Object.keys(ERRORS))("documents the error code %s in a table row", (reason) => {
+    expect(api).toMatch(new RegExp(`^\\| \`${reason}\` \\|`, "m"));
+  });
+});
+
+describe("docs/operations.md", () => {
+  it.each(CONFIG_VARIABLES.map((v) => v.name))("documents the variable %s in the configuration table", (name) => {
+    expect(operations).toMatch(new RegExp(`^\\| \`${name}\` \\|`, "m"));
+  });
+});
 
 describe("README.md", () => {
-  it.each(Object.keys(ERRORS))("documents the error code %s in a table row", (reason) => {
-    expect(readme).toMatch(new RegExp(`^\\|.*\`${reason}\`.*\\|`, "m"));
+  const firstScreen = readme.split("\n").slice(0, 40).join("\n");
+
+  it("gives the two newcomer commands, a request, the demo page and saving the overlay in its first 40 lines", () => {
+    expect(firstScreen).toContain("npm install && npm start");
+    expect(firstScreen).toContain("npm test");
+    expect(firstScreen).toContain("<!-- curl-example -->");
+    expect(firstScreen).toContain("http://localhost:8080/");
+    expect(firstScreen).toContain("<!-- overlay-example -->");
+    expect(firstScreen).toMatch(/"object":"palm\.analysis"/); // the expected output, abridged
   });
 
-  it.each(CONFIG_VARIABLES.map((v) => v.name))("documents the variable %s in the configuration table", (name) => {
-    expect(readme).toMatch(new RegExp(`^\\| \`${name}\` \\|`, "m"));
+  it("links the API reference, operations and design documents", () => {
+    for (const doc of ["docs/api.md", "docs/operations.md", "docs/design.md"]) expect(readme).toContain(`](${doc})`);
   });
+});
 
-  it("gives the two newcomer commands", () => {
-    expect(readme).toContain("npm install && npm start");
-    expect(readme).toContain("npm test");
+describe.each(DOCS)("%s", (doc) => {
+  it("links only to files inside the repository that exist", () => {
+    const text = read(doc);
+    const targets = [...text.matchAll(/\]\(([^)\s]+)\)/g)].map((m) => m[1]).filter((t) => !t.startsWith("#"));
+    for (const target of targets) {
+      expect(target, `${doc} links outside the repository`).not.toMatch(/^[a-z]+:/i);
+      const file = join(root, dirname(doc), target.split("#", 1)[0]);
+      expect(file.startsWith(root), `${doc}: ${target} leaves the repository`).toBe(true);
+      expect(existsSync(file), `${doc}: ${target} does not exist`).toBe(true);
+    }
   });
 });

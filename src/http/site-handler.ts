@@ -1,0 +1,56 @@
+/**
+ * What the port serves besides the RPCs and REST: CORS preflights (for every path), the demo
+ * page, the docs, `/openapi.json`, `/v1/palm/ready` and `/metrics`. Everything else goes on to
+ * `next` (the RPC adapter, whose fallback is REST), with CORS response headers added for an
+ * allowed origin.
+ */
+import type { PalmMetrics } from "../ops/metrics.js";
+import type { Readiness } from "../ops/readiness.js";
+import { pathOf, type NodeHandlerFn } from "../rest/rest-handler.js";
+import type { Cors } from "./cors.js";
+import type { WebHandler } from "./web-handler.js";
+
+/** READY_PATH is the readiness endpoint. */
+export const READY_PATH = "/v1/palm/ready";
+/** METRICS_PATH is the Prometheus scrape endpoint. */
+export const METRICS_PATH = "/metrics";
+
+/** SiteHandlerOptions configure {@link createSiteHandler}. */
+export interface SiteHandlerOptions {
+  next: NodeHandlerFn;
+  cors: Cors;
+  web: WebHandler;
+  readiness: Readiness;
+  /** Metrics served on this port; undefined when they have a port of their own. */
+  metrics?: PalmMetrics;
+}
+
+/** createSiteHandler returns the node handler in front of the RPC adapter. */
+export function createSiteHandler(options: SiteHandlerOptions): NodeHandlerFn {
+  const { next, cors, web, readiness, metrics } = options;
+  return (req, res) => {
+    if (cors.preflight(req, res)) return;
+    const path = pathOf(req);
+    if (!web.isPagePath(path)) cors.decorate(req, res);
+    if (web.serve(req, res)) return;
+    const read = req.method === "GET" || req.method === "HEAD";
+    if (read && path === READY_PATH) {
+      readiness.check().then((report) => {
+        const body = Buffer.from(JSON.stringify(report));
+        res.writeHead(report.status === "ready" ? 200 : 503, {
+          "content-type": "application/json",
+          "content-length": String(body.byteLength),
+          "cache-control": "no-store",
+        });
+        if (req.method === "HEAD") res.end();
+        else res.end(body);
+      }, () => {
+        res.writeHead(503, { "content-type": "application/json" });
+        res.end(JSON.stringify({ status: "not_ready" }));
+      });
+      return;
+    }
+    if (read && metrics && path === METRICS_PATH) return metrics.serve(req, res);
+    next(req, res);
+  };
+}
