@@ -72,7 +72,9 @@ describe("POST /v1/palm/analyze", () => {
     expect(json.model).toBe(analyzer.model);
     expect(json.model).toMatch(/^palm-lines-/);
 
-    expect(Object.keys(json.results).sort()).toEqual(["masks", "overlay", "stats"]);
+    // A picture without a hand: no `hand`, and the reason why no line is reported.
+    expect(Object.keys(json.results).sort()).toEqual(["masks", "overlay", "reason", "stats"]);
+    expect(json.results.reason).toBe("no_hand");
     const overlay = await sharp(Buffer.from(json.results.overlay, "base64")).metadata();
     expect({ format: overlay.format, width: overlay.width, height: overlay.height }).toEqual({ format: "jpeg", width: 256, height: 192 });
     for (const line of ["heart", "head", "life"] as const) {
@@ -93,7 +95,9 @@ describe("POST /v1/palm/analyze", () => {
       }
       expect(other).toBe(0);
       const s = json.results.stats[line];
-      expect(Object.keys(s).sort()).toEqual(["confidence", "coverage", "detected", "pixels"]);
+      expect(Object.keys(s).sort()).toEqual(["confidence", "coverage", "detected", "length", "pixels", "polyline"]);
+      expect(s.polyline).toEqual([]); // no line found: no course, no length
+      expect(s.length).toBe(0);
       expect(Number.isInteger(s.pixels)).toBe(true);
       expect(s.pixels).toBe(on);
       expect(typeof s.confidence).toBe("number");
