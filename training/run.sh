@@ -69,6 +69,7 @@ release() {
   $PY -m training.generate --out "$D/canonneg31" --n 1000 --seed 31 --kind 4 --fades
   $PY -m training.generate --out "$D/canon34" --n 3000 --seed 34 --kind 3 --fades
   $PY -m training.generate --out "$D/val_canon" --n 300 --seed 33 --kind 3
+  $PY -m training.generate --out "$D/val_canon_fades" --n 300 --seed 37 --kind 3 --fades
   $PY -m training.generate --out "$D/val_canon_neg" --n 300 --seed 35 --kind 4
   $PY -m training.generate --out "$D/test_canon" --n 500 --seed 32 --kind 3
   $PY -m training.generate --out "$D/test_canon_neg" --n 300 --seed 36 --kind 4
