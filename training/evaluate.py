@@ -612,15 +612,8 @@ def main():
     res = {"model": f"{exp.MODEL_NAME}-{exp.MODEL_VERSION}", "calibration": calib, "tolerance_px": TOL}
     if a.canonical:
         res.update(split=a.split, canonical=evaluate_canonical(net, a.data, a.split, calib, a.limit))
-        if a.onnx:
-            res["onnx_check"] = exp.verify(net, a.onnx)
-            res["onnx_bytes"] = os.path.getsize(a.onnx)
-        res["eval_s"] = round(time.time() - t0)
-        os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
-        with open(a.out, "w") as f:
-            json.dump(res, f, indent=1)
+        write_metrics(res, a, net, t0)
         print(json.dumps(res["canonical"], indent=1))
-        print("wrote", a.out)
         return
     ci_, cm, _ = load_shards(os.path.join(a.data, f"{a.split}_crop"), a.limit)
     cp = predict(net, ci_)
@@ -646,6 +639,12 @@ def main():
     res["negatives"] = negative_metrics(ni, npb, neg_passes, thr, det, min_palm)
     res["split"] = a.split
     res["sizes"] = {"test_crop": len(ci_), "test_scene": len(si), "test_neg": len(ni)}   # keys kept for readers of older files
+    write_metrics(res, a, net, t0)
+    print_table(res)
+
+
+def write_metrics(res, a, net, t0):
+    """Adds the ONNX check (with --onnx) and the evaluation time to `res` and writes it to --out."""
     if a.onnx:
         res["onnx_check"] = exp.verify(net, a.onnx)
         res["onnx_bytes"] = os.path.getsize(a.onnx)
@@ -653,7 +652,6 @@ def main():
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(res, f, indent=1)
-    print_table(res)
     print("wrote", a.out)
 
 
