@@ -507,13 +507,28 @@ def tune_canonical(net, data_root, calib_path):
     np_ = predict(net, ni)
     calib = exp.load_calib(None)
     thr = line_thresholds(vp, vg, calib)
+    # Per min_pixels, each line's kept component once (its speck rule depends on min_pixels, not
+    # on min_confidence); then every min_confidence on those components' sizes and means.
+    pd_pos = [palm_distance(p[0].astype(np.float32), thr["palm"]) for p in vp]
+    pd_neg = [palm_distance(p[0].astype(np.float32), thr["palm"]) for p in np_]
+
+    def components(probs, pds, mp):
+        out = []
+        for p, pd in zip(probs, pds):
+            row = []
+            for ci, name in enumerate(LINES, 1):
+                pr = p[ci].astype(np.float32)
+                kept, ok = select_line(pr, thr[name], {"min_pixels": mp, "min_confidence": 0.0}, pd)
+                row.append((ok, float(pr[kept > 0].mean()) if ok else 0.0))
+            out.append(row)
+        return out
+
     best = None
     for mp in (10, 15, 20, 30, 40, 60, 80, 100, 130):
+        pos, neg = components(vp, pd_pos, mp), components(np_, pd_neg, mp)
         for mc in (0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8):
-            det = {"min_pixels": mp, "min_confidence": mc, "min_lines": 1}
-            clean = float(np.mean([not any(k for _, k in detected_lines(p, thr, det).values()) for p in np_]))
-            pos = [ok for i, p in enumerate(vp) for ci, (_, ok) in enumerate(detected_lines(p, thr, det).values(), 1) if vg[i, ci].any()]
-            rate = float(np.mean(pos))
+            clean = float(np.mean([not any(ok and m >= mc for ok, m in row) for row in neg]))
+            rate = float(np.mean([ok and m >= mc for i, row in enumerate(pos) for ci, (ok, m) in enumerate(row, 1) if vg[i, ci].any()]))
             key = (clean >= 0.97, rate if clean >= 0.97 else clean, -mp, -mc)
             if best is None or key > best[0]:
                 best = (key, mp, mc, clean, rate)
@@ -524,14 +539,23 @@ def tune_canonical(net, data_root, calib_path):
     # the line localised; ties to the 3-px F1 after post-processing, then to the higher threshold.
     fi, fm, _ = load_shards(os.path.join(data_root, "val_canon_fades"))
     gp, gg = np.concatenate([vp, predict(net, fi)]), np.concatenate([vg, unpack(fm)])
+    det = {"min_pixels": mp, "min_confidence": mc}
+    gpd = [palm_distance(p[0].astype(np.float32), thr["palm"]) for p in gp]
     grow = {}
     for ci, name in enumerate(LINES, 1):
+        sel = [select_line(gp[i, ci].astype(np.float32), thr[name], det, gpd[i]) for i in range(len(gp))]
+        centres = [line_centre(gg[i, ci]) if gg[i, ci].any() else None for i in range(len(gg))]
         best = None
         for f in (1.0, 0.8, 0.65, 0.5, 0.4, 0.3):
             low = round(thr[name] * f, 3)
-            det = {"min_pixels": mp, "min_confidence": mc, "min_lines": 1, "grow": {**{n: thr[n] for n in LINES}, name: low}}
-            res = line_metrics(gp, gg, thr, det)[name]
-            key = (res["localised_share"], res["post_f1"], low)
+            c, hits, npos = np.zeros(4), 0, 0
+            for i, (cc, ok) in enumerate(sel):
+                kept = grow_line(gp[i, ci].astype(np.float32), cc, low, gpd[i]) if ok else cc
+                c += tol_counts(kept, gg[i, ci])
+                if centres[i] is not None:
+                    hits += localised(kept, ok, centres[i], gg[i, 0].sum())[2]
+                    npos += 1
+            key = (round(hits / max(npos, 1), 4), round(prf(c)[2], 4), low)
             print(f"  grow {name} {low:.3f}: localised {key[0]:.3f}, F1 post {key[1]:.3f}")
             best = max(best or key, key)
         grow[name] = best[2]
