@@ -1,8 +1,8 @@
 /**
  * Benchmark inputs, generated on the fly into a temporary directory (multi-MB files are not
- * committed): a palm photo scene from the synthetic generator's fixture (test/fixtures/palms/
- * scene-0.jpg) upscaled to phone resolutions, with sensor-like noise added so that the files
- * compress like real photos (a 12 MP phone JPEG is about 3.5 MB).
+ * committed): the README's sample photo (a whole hand from the synthetic generator) upscaled to
+ * portrait phone resolutions, with sensor-like noise added so that the files compress like real
+ * photos (a 12 MP phone JPEG is about 3.5 MB).
  */
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -20,7 +20,8 @@ export interface Workload {
   path: string;
 }
 
-const SCENE = new URL("../test/fixtures/palms/scene-0.jpg", import.meta.url);
+/** The README's sample: a whole hand, so that every stage of the engine runs (landmarks, frame, lines). */
+const SCENE = new URL("../examples/sample-palm.jpg", import.meta.url);
 
 /** photo renders the scene at width x height (cover), plus gaussian noise of `sigma` grey levels. */
 async function photo(width: number, height: number, sigma: number): Promise<Buffer> {
@@ -39,9 +40,9 @@ async function photo(width: number, height: number, sigma: number): Promise<Buff
 export async function makeWorkloads(): Promise<{ dir: string; workloads: Workload[] }> {
   const dir = mkdtempSync(join(tmpdir(), "palm-bench-"));
   const specs = [
-    { name: "12MP JPEG", width: 4032, height: 3024, format: "jpeg" as const, sigma: 8, quality: 92 },
-    { name: "1MP JPEG", width: 1152, height: 864, format: "jpeg" as const, sigma: 6, quality: 90 },
-    { name: "2MP PNG", width: 1632, height: 1224, format: "png" as const, sigma: 0, quality: 0 },
+    { name: "12MP JPEG", width: 3024, height: 4032, format: "jpeg" as const, sigma: 8, quality: 92 },
+    { name: "1MP JPEG", width: 864, height: 1152, format: "jpeg" as const, sigma: 6, quality: 90 },
+    { name: "2MP PNG", width: 1224, height: 1632, format: "png" as const, sigma: 0, quality: 0 },
   ];
   const workloads: Workload[] = [];
   for (const s of specs) {
