@@ -19,8 +19,18 @@ export interface RedisClusterProcess {
   readonly ports: readonly number[];
   /** The value of REDIS_CLUSTER_NODES naming every node: `127.0.0.1:A,127.0.0.1:B,127.0.0.1:C`. */
   readonly nodes: string;
+  /** killNode kills the node of `ports[index]` (SIGKILL: an outage; it is not restarted). */
+  killNode(index: number): Promise<void>;
   /** stop kills every node (SIGKILL) and removes the cluster files. */
   stop(): Promise<void>;
+}
+
+function kill(child: ChildProcess | undefined): Promise<void> {
+  return new Promise<void>((resolve) => {
+    if (!child || child.exitCode !== null || child.signalCode !== null) return resolve();
+    child.once("exit", () => resolve());
+    child.kill("SIGKILL");
+  });
 }
 
 /** distinctFreePorts asks the OS for `n` free ports, all different. */
@@ -52,16 +62,7 @@ export async function startRedisCluster(): Promise<RedisClusterProcess> {
   const ports = [a, b, c];
   const children: ChildProcess[] = [];
   const stop = async () => {
-    await Promise.all(
-      children.splice(0).map(
-        (child) =>
-          new Promise<void>((resolve) => {
-            if (child.exitCode !== null || child.signalCode !== null) return resolve();
-            child.once("exit", () => resolve());
-            child.kill("SIGKILL");
-          }),
-      ),
-    );
+    await Promise.all(children.splice(0).map(kill));
     rmSync(dir, { recursive: true, force: true });
   };
   try {
@@ -74,6 +75,9 @@ export async function startRedisCluster(): Promise<RedisClusterProcess> {
           "--cluster-enabled", "yes",
           "--cluster-port", String(busPorts[i]),
           "--cluster-config-file", join(dir, `nodes-${port}.conf`),
+          // A killed node's slots stay assigned to it for a minute instead of 15 s, so that a test
+          // sees that node's clients fail while the others are served (no replicas to fail over to).
+          "--cluster-node-timeout", "60000",
           "--dir", dir,
           "--save", "",
           "--appendonly", "no",
@@ -92,5 +96,5 @@ export async function startRedisCluster(): Promise<RedisClusterProcess> {
     await stop();
     throw e;
   }
-  return { ports, nodes: ports.map((p) => `127.0.0.1:${p}`).join(","), stop };
+  return { ports, nodes: ports.map((p) => `127.0.0.1:${p}`).join(","), killNode: (index) => kill(children[index]), stop };
 }

@@ -154,6 +154,41 @@ describe("createQuotaInterceptor() with a Redis Cluster", () => {
     exactQuotaAcrossTwoServers((prefix) =>
       createRedisStore({ clusterNodes: parseRedisClusterNodes(cluster.nodes, []), keyPrefix: prefix }),
     ));
+
+  // Last in this block: it takes a master away for good.
+  it("fails closed with 503 store_unavailable for the clients of a killed master, within the command timeout, and serves the others", async () => {
+    const prefix = uniquePrefix();
+    const { store, srv } = await setup(prefix, {}, (p) => createRedisStore({ clusterNodes: parseRedisClusterNodes(cluster.nodes, []), keyPrefix: p }));
+    const { Redis } = await import("ioredis");
+    const doomed = new Redis({ host: "127.0.0.1", port: cluster.ports[0] });
+    // A node answers MOVED for a key of a slot it does not serve.
+    const isOnDoomed = async (name: string) =>
+      (await doomed.exists(name).catch((e: Error) => (/^MOVED /.test(e.message) ? 0 : Promise.reject(e)))) === 1;
+    const clients: { key: string; onDoomed: boolean }[] = [];
+    try {
+      for (let i = 0; i < 12; i++) {
+        const key = await registerKey(store, `client-${i}`, "five");
+        // A request needs the key record's slot and the client's slot: either on the killed node fails it.
+        const onDoomed = (await isOnDoomed(`${prefix}key:${hashApiKey(key)}`)) || (await isOnDoomed(`{${prefix}client-${i}}:client`));
+        clients.push({ key, onDoomed });
+      }
+    } finally {
+      doomed.disconnect();
+    }
+    expect(clients.filter((c) => c.onDoomed).length).toBeGreaterThan(0);
+    expect(clients.filter((c) => !c.onDoomed).length).toBeGreaterThan(0);
+    await cluster.killNode(0);
+    for (const { key, onDoomed } of clients) {
+      const started = performance.now();
+      const { res, json } = await postAnalyze(srv.url, body, { "x-api-key": key });
+      if (onDoomed) {
+        expectErrorBody(res, json, 503, "store_unavailable");
+        expect(performance.now() - started).toBeLessThan(3000);
+      } else {
+        expect(res.status).toBe(200);
+      }
+    }
+  });
 });
 
 describe("createRedisStore() under a hung Redis", () => {
