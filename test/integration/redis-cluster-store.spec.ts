@@ -10,8 +10,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { generateApiKey, hashApiKey } from "../../src/auth/api-key.js";
 import { quotaPeriodOf } from "../../src/auth/quota-period.js";
 import { createRedisStore, type RedisStore } from "../../src/auth/redis-store.js";
-import { parseRedisClusterNodes } from "../../src/config.js";
+import { openStore } from "../../src/auth/open-store.js";
+import { loadConfig, parseRedisClusterNodes } from "../../src/config.js";
 import { isStoreUnavailableError } from "../../src/errors.js";
+import { createLogger } from "../../src/log.js";
 import { uniquePrefix } from "../helpers/redis.js";
 import { startRedisCluster, type RedisClusterProcess } from "../helpers/redis-cluster.js";
 import { describeStore } from "../helpers/store-suite.js";
@@ -99,6 +101,20 @@ describe("createRedisStore() on an unreachable cluster", () => {
     const started = performance.now();
     await expect(store.findKey("0".repeat(64))).rejects.toSatisfy(isStoreUnavailableError);
     expect(performance.now() - started).toBeLessThan(1000);
+  });
+});
+
+describe("openStore() with REDIS_CLUSTER_NODES", () => {
+  it("opens the cluster store from the configuration", async () => {
+    const prefix = uniquePrefix();
+    const config = loadConfig({ REDIS_CLUSTER_NODES: `127.0.0.1:${cluster.ports[1]}`, PALM_REDIS_PREFIX: prefix });
+    const opened = await openStore(config, createLogger({ level: "silent" }));
+    stores.push(opened.store as RedisStore);
+    expect(opened.kind).toBe("redis-cluster");
+    expect(opened.devKey).toBeUndefined();
+    const hash = hashApiKey(generateApiKey());
+    await opened.store.createKey("acme", hash);
+    expect((await keysOf(prefix)).map((k) => k.name)).toContain(`{${prefix}acme}:client`);
   });
 });
 
