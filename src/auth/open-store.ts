@@ -1,6 +1,7 @@
 /**
  * Store selection from configuration: Redis when REDIS_URL is set, a Redis Cluster when
- * REDIS_CLUSTER_NODES is (config.ts refuses both), else the embedded in-memory store (with the development key of PALM_DEV_KEY, or a generated one).
+ * REDIS_CLUSTER_NODES is (config.ts refuses both), else the embedded in-memory store (with the
+ * development key of PALM_DEV_KEY, or a generated one).
  */
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
@@ -24,8 +25,9 @@ export const DEV_CLIENT_ID = "dev";
 export const DEV_PLAN = "pro";
 
 /**
- * openStore opens the configured store. With Redis (single or cluster) it waits up to 5 s for the connection and
- * starts anyway when Redis is not there yet (requests fail closed with 503 until it is).
+ * openStore opens the configured store. With Redis (single or cluster) it waits up to 5 s for
+ * the connection and starts anyway when Redis is not there yet (requests fail closed with 503
+ * until it is).
  */
 export async function openStore(config: Config, logger: Logger): Promise<OpenedStore> {
   if (config.redisUrl !== undefined || config.redisClusterNodes !== undefined) {

@@ -1,6 +1,7 @@
 /**
  * palmctl: the operator CLI for API keys and usage, against the Redis of REDIS_URL or the Redis
- * Cluster of REDIS_CLUSTER_NODES (the same store and plan limits the servers use). Run as `npx palmctl …` (bin/palmctl.mjs).
+ * Cluster of REDIS_CLUSTER_NODES (the same store and plan limits the servers use). Run as
+ * `npx palmctl …` (bin/palmctl.mjs).
  *
  *   palmctl keys create --client ID [--plan NAME]   new key, printed alone on the last line
  *   palmctl keys revoke KEY|HASH|HASH-PREFIX        revoke one key
