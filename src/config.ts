@@ -7,14 +7,22 @@
 /** PlanLimits maps a plan name to its monthly allowance of successful analyses. */
 export type PlanLimits = Readonly<Record<string, number>>;
 
+/** RedisNode is one `host:port` of REDIS_CLUSTER_NODES. */
+export interface RedisNode {
+  readonly host: string;
+  readonly port: number;
+}
+
 /** Config is the validated, frozen service configuration. */
 export interface Config {
   /** TCP port for every protocol (gRPC, gRPC-Web, Connect, REST). Default 8080; 0 picks a free port. */
   readonly port: number;
   /** Interface to bind. Default: all interfaces (undefined lets Node choose `::` or `0.0.0.0`). */
   readonly host: string | undefined;
-  /** Redis URL; undefined selects the embedded in-memory store (single process only). */
+  /** URL of a single Redis; undefined (and no {@link Config.redisClusterNodes}) selects the embedded in-memory store (single process only). */
   readonly redisUrl: string | undefined;
+  /** Nodes of a Redis Cluster (any reachable ones); exclusive with {@link Config.redisUrl}. Default undefined. */
+  readonly redisClusterNodes: readonly RedisNode[] | undefined;
   /** Prefix of every Redis key, so several deployments or tests can share one Redis. Default "palm:". */
   readonly redisKeyPrefix: string;
   /** Redis command timeout in milliseconds: a hung Redis answers 503 store_unavailable after this. Default 1000. */
@@ -71,6 +79,7 @@ export const CONFIG_VARIABLES: readonly ConfigVariable[] = Object.freeze([
   { name: "PORT", default: "8080", description: "port for gRPC, gRPC-Web, Connect and REST" },
   { name: "HOST", default: "all interfaces", description: "interface to bind" },
   { name: "REDIS_URL", default: "unset (in-memory store)", description: "Redis for keys and quota" },
+  { name: "REDIS_CLUSTER_NODES", default: "unset", description: "Redis Cluster for keys and quota: host:port of some of its nodes, comma-separated (not with REDIS_URL)" },
   { name: "PALM_REDIS_PREFIX", default: "palm:", description: "prefix of every Redis key" },
   { name: "PALM_REDIS_COMMAND_TIMEOUT_MS", default: "1000", description: "Redis command timeout" },
   { name: "PALM_QUOTA_LEASE_MS", default: "30000", description: "lease of a pending quota unit: a dead replica's units are given back after it" },
@@ -142,6 +151,15 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
   if (redisUrl !== undefined && !/^rediss?:\/\//.test(redisUrl)) {
     problems.push(`REDIS_URL: expected redis://host:port or rediss://…, got a value starting ${JSON.stringify(redisUrl.slice(0, 8))}`);
   }
+  const redisClusterNodes = parseRedisClusterNodes(get("REDIS_CLUSTER_NODES"), problems);
+  if (redisUrl !== undefined && redisClusterNodes !== undefined) {
+    problems.push("REDIS_URL and REDIS_CLUSTER_NODES are both set: REDIS_URL names a single Redis, REDIS_CLUSTER_NODES a Redis Cluster; set one");
+  }
+  const redisKeyPrefix = get("PALM_REDIS_PREFIX") ?? "palm:";
+  if (redisClusterNodes !== undefined && /[{}]/.test(redisKeyPrefix)) {
+    // A brace in the prefix would change the hash tag that keeps a client's keys in one slot.
+    problems.push(`PALM_REDIS_PREFIX: must not contain { or } with REDIS_CLUSTER_NODES, got ${JSON.stringify(redisKeyPrefix)}`);
+  }
   const planLimits = parsePlanLimits(get("PALM_PLAN_LIMITS"), problems);
   const devKey = get("PALM_DEV_KEY");
   if (devKey !== undefined && !API_KEY_PATTERN.test(devKey)) {
@@ -157,7 +175,8 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     port,
     host: get("HOST"),
     redisUrl,
-    redisKeyPrefix: get("PALM_REDIS_PREFIX") ?? "palm:",
+    redisClusterNodes,
+    redisKeyPrefix,
     redisCommandTimeoutMs: int("PALM_REDIS_COMMAND_TIMEOUT_MS", 1000, 50, 60_000),
     quotaLeaseMs: int("PALM_QUOTA_LEASE_MS", 30_000, 300, 3_600_000),
     planLimits,
@@ -219,6 +238,27 @@ export function parseCorsOrigins(raw: string | undefined): { origins: string[]; 
     origins.push(url.origin);
   }
   return { origins, problems };
+}
+
+/**
+ * parseRedisClusterNodes reads REDIS_CLUSTER_NODES: comma-separated `host:port` (an IPv6 host in
+ * brackets, `[::1]:7000`); undefined when unset. Bad entries are added to `problems`.
+ */
+export function parseRedisClusterNodes(raw: string | undefined, problems: string[]): readonly RedisNode[] | undefined {
+  if (raw === undefined) return undefined;
+  const nodes: RedisNode[] = [];
+  for (const part of raw.split(",").map((s) => s.trim()).filter((s) => s !== "")) {
+    const m = /^(?:\[([0-9a-fA-F:.]+)\]|([A-Za-z0-9.-]+)):(\d{1,5})$/.exec(part);
+    if (!m || Number(m[3]) < 1 || Number(m[3]) > 65535) {
+      problems.push(`REDIS_CLUSTER_NODES: expected host:port, comma-separated (e.g. redis-1:6379,redis-2:6379), got ${JSON.stringify(part)}`);
+      continue;
+    }
+    nodes.push(Object.freeze({ host: m[1] ?? m[2], port: Number(m[3]) }));
+  }
+  if (nodes.length === 0 && !problems.some((p) => p.startsWith("REDIS_CLUSTER_NODES"))) {
+    problems.push("REDIS_CLUSTER_NODES: expected host:port of at least one node");
+  }
+  return Object.freeze(nodes);
 }
 
 function parsePlanLimits(raw: string | undefined, problems: string[]): PlanLimits {

@@ -21,8 +21,8 @@ async function main(): Promise<void> {
   }
   const logger = createLogger({ level: config.logLevel });
   for (const name of unknownVariables()) logger.warn({ variable: name }, "unknown PALM_* variable ignored (a typo?)");
-  if (config.redisUrl !== undefined && config.devKey !== undefined) {
-    logger.warn("PALM_DEV_KEY is ignored with REDIS_URL: create keys with palmctl");
+  if ((config.redisUrl !== undefined || config.redisClusterNodes !== undefined) && config.devKey !== undefined) {
+    logger.warn("PALM_DEV_KEY is ignored with REDIS_URL or REDIS_CLUSTER_NODES: create keys with palmctl");
   }
   // Threads alive now (Node's own) keep their priority; the engine's and the codec's get a lower one.
   const priority = startThreadPriority(config.threadNice);

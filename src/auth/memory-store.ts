@@ -1,6 +1,7 @@
 /**
- * The embedded in-memory store: the default when REDIS_URL is unset. A real implementation of
- * {@link Store} for one process (quota is exact within the process; nothing is persisted).
+ * The embedded in-memory store: the default when neither REDIS_URL nor REDIS_CLUSTER_NODES is
+ * set. A real implementation of {@link Store} for one process (quota is exact within the
+ * process; nothing is persisted).
  */
 import type { ClientRecord, Commit, KeyOwner, KeyRecord, Reservation, Store } from "./store.js";
 import type { QuotaPeriod } from "./quota-period.js";

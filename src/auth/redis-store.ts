@@ -1,5 +1,6 @@
 /**
- * The Redis {@link Store} (ioredis), shared by every replica. Layout under the configurable prefix P:
+ * The Redis {@link Store} (ioredis), shared by every replica: on a single Redis or on a Redis
+ * Cluster. Layout under the configurable prefix P on a single Redis:
  *
  * - `P key:<sha256>`        hash {client, created, revoked?} — the key itself is never stored;
  * - `P client:<id>`         hash {plan, created};
@@ -8,13 +9,22 @@
  *   unit's score is its lease deadline (Unix ms, by Redis's clock), a committed unit's score is
  *   minus its place (-1, -2, ...); its size is the count. EXPIREAT 7 days after the month ends.
  *
- * Reserve, renew, commit, release and usage are Lua scripts, atomic in Redis, so replicas sharing
- * it never overshoot a limit (test/integration/quota.spec.ts), and each of reserve, commit and
- * usage first drops the pending units whose lease has passed: a unit held by a replica that died
- * is given back by Redis itself (test/integration/quota-leases.spec.ts). Every connection-level failure becomes
+ * On a Redis Cluster everything of one client carries the hash tag `{P<id>}`, so that it lives
+ * in one slot: `{P<id>}:client`, `{P<id>}:keys`, `{P<id>}:quota:<YYYY-MM>`. The key record
+ * `P key:<sha256>` is untagged: it is read before the client is known, by single-key commands,
+ * and lives in a slot of its own (see {@link redisKeyLayout}). Client ids contain no `{`, `}` or
+ * `:` (palmctl's CLIENT_ID_PATTERN), and a cluster prefix no `{` or `}` (config.ts).
+ *
+ * Reserve, renew, commit, release and usage are Lua scripts on the one key of a client's month,
+ * atomic in Redis, so replicas sharing it never overshoot a limit (test/integration/quota.spec.ts,
+ * on a single Redis and on a cluster), and each of reserve, commit and usage first drops the
+ * pending units whose lease has passed: a unit held by a replica that died is given back by Redis
+ * itself (test/integration/quota-leases.spec.ts). Every script and transaction touches one slot
+ * (test/integration/redis-cluster-store.spec.ts). Every connection-level failure becomes
  * StoreUnavailableError (503 store_unavailable, failing closed); the client reconnects on its own.
  */
-import { Redis, type RedisOptions } from "ioredis";
+import { Cluster, Redis, type ClusterOptions, type RedisOptions } from "ioredis";
+import type { RedisNode } from "../config.js";
 import { StoreUnavailableError } from "../errors.js";
 import { COUNTER_GRACE_SECONDS } from "./memory-store.js";
 import type { QuotaPeriod } from "./quota-period.js";
@@ -22,8 +32,10 @@ import type { ClientRecord, Commit, KeyOwner, KeyRecord, Reservation, Store } fr
 
 /** RedisStoreOptions configure {@link createRedisStore}. */
 export interface RedisStoreOptions {
-  /** redis:// or rediss:// URL. */
-  url: string;
+  /** redis:// or rediss:// URL of a single Redis. Exactly one of `url` and `clusterNodes`. */
+  url?: string;
+  /** Nodes of a Redis Cluster to discover it from (any reachable ones; the rest is learnt from them). */
+  clusterNodes?: readonly RedisNode[];
   /** Prefix of every key. Default "palm:". Tests use a unique prefix each. */
   keyPrefix?: string;
   /** Command timeout in ms: a hung Redis fails the request (503) instead of hanging it. Default 1000. */
@@ -83,7 +95,7 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('HSETNX', KEYS[1], 'revoked', ARGV[1])
 return 1`;
 
-type ScriptedRedis = Redis & {
+type ScriptedRedis = (Redis | Cluster) & {
   palmReserve(key: string, limit: number, expireAt: number, id: string, leaseMs: number): Promise<[number, number]>;
   palmRenew(key: string, id: string, leaseMs: number): Promise<number>;
   palmCommit(key: string, limit: number, expireAt: number, id: string): Promise<[number, number, number]>;
@@ -98,19 +110,77 @@ export interface RedisStore extends Store {
   ready(timeoutMs: number): Promise<void>;
 }
 
+/** RedisKeyLayout names the Redis keys of the store (see the module comment). */
+export interface RedisKeyLayout {
+  /** The key record of a key hash: read before the client is known, a slot of its own. */
+  key(hash: string): string;
+  /** A client's hash {plan, created}. */
+  client(clientId: string): string;
+  /** The set of a client's key hashes. */
+  clientKeys(clientId: string): string;
+  /** A client's units of one month (sorted set). */
+  usage(clientId: string, periodId: string): string;
+}
+
+/**
+ * redisKeyLayout returns the key names under `prefix`: the single-Redis layout (that of earlier
+ * releases, so existing data needs no migration: test/integration/redis-store.spec.ts), or with
+ * `cluster` the hash-tagged one, where every key of one client is in the slot of `{prefix<id>}`.
+ */
+export function redisKeyLayout(prefix: string, cluster: boolean): RedisKeyLayout {
+  const key = (hash: string) => `${prefix}key:${hash}`;
+  if (!cluster) {
+    return {
+      key,
+      client: (id) => `${prefix}client:${id}`,
+      clientKeys: (id) => `${prefix}client:${id}:keys`,
+      usage: (id, periodId) => `${prefix}quota:${id}:${periodId}`,
+    };
+  }
+  const tag = (id: string) => `{${prefix}${id}}`;
+  return {
+    key,
+    client: (id) => `${tag(id)}:client`,
+    clientKeys: (id) => `${tag(id)}:keys`,
+    usage: (id, periodId) => `${tag(id)}:quota:${periodId}`,
+  };
+}
+
 /** createRedisStore connects (in the background) and returns the store. */
 export function createRedisStore(options: RedisStoreOptions): RedisStore {
   const p = options.keyPrefix ?? "palm:";
-  const redisOptions: RedisOptions = {
-    // Fail fast while disconnected instead of queueing requests behind a dead connection.
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 0,
-    commandTimeout: options.commandTimeoutMs ?? 1000,
-    connectTimeout: 2000,
-    // Keep reconnecting forever, at most every second: recovery needs no operator.
-    retryStrategy: (times) => Math.min(50 * times, 1000),
-  };
-  const redis = new Redis(options.url, redisOptions) as ScriptedRedis;
+  const clusterNodes = options.clusterNodes;
+  if ((options.url === undefined) === (clusterNodes === undefined)) {
+    throw new TypeError("createRedisStore: give exactly one of url and clusterNodes");
+  }
+  const commandTimeout = options.commandTimeoutMs ?? 1000;
+  // Keep reconnecting forever, at most every second: recovery needs no operator.
+  const retryStrategy = (times: number) => Math.min(50 * times, 1000);
+  let redis: ScriptedRedis;
+  if (clusterNodes === undefined) {
+    const redisOptions: RedisOptions = {
+      // Fail fast while disconnected instead of queueing requests behind a dead connection.
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      commandTimeout,
+      connectTimeout: 2000,
+      retryStrategy,
+    };
+    redis = new Redis(options.url as string, redisOptions) as ScriptedRedis;
+  } else {
+    const clusterOptions: ClusterOptions = {
+      // Fail fast while the cluster is not reachable, as on a single Redis. The node connections
+      // keep ioredis's own offline queue: a node is connected lazily by its first command.
+      enableOfflineQueue: false,
+      clusterRetryStrategy: retryStrategy,
+      slotsRefreshTimeout: 2000,
+      redisOptions: { commandTimeout, connectTimeout: 2000 },
+    };
+    redis = new Cluster(
+      clusterNodes.map((n) => ({ host: n.host, port: n.port })),
+      clusterOptions,
+    ) as ScriptedRedis;
+  }
   redis.on("error", (err: Error) => options.onError?.(err));
   redis.defineCommand("palmReserve", { numberOfKeys: 1, lua: RESERVE });
   redis.defineCommand("palmRenew", { numberOfKeys: 1, lua: RENEW });
@@ -119,10 +189,11 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
   redis.defineCommand("palmUsage", { numberOfKeys: 1, lua: USAGE });
   redis.defineCommand("palmRevoke", { numberOfKeys: 1, lua: REVOKE });
 
-  const keyKey = (hash: string) => `${p}key:${hash}`;
-  const clientKey = (id: string) => `${p}client:${id}`;
-  const clientKeysKey = (id: string) => `${p}client:${id}:keys`;
-  const usageKey = (id: string, period: QuotaPeriod) => `${p}quota:${id}:${period.id}`;
+  const layout = redisKeyLayout(p, clusterNodes !== undefined);
+  const keyKey = layout.key;
+  const clientKey = layout.client;
+  const clientKeysKey = layout.clientKeys;
+  const usageKey = (id: string, period: QuotaPeriod) => layout.usage(id, period.id);
 
   async function guard<T>(op: string, fn: () => Promise<T>): Promise<T> {
     try {
@@ -131,7 +202,7 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
       const message = e instanceof Error ? e.message : String(e);
       // Refused before sending (offline queue disabled) means it never ran; anything else
       // (timeout, connection lost mid-flight) may have run.
-      const maybeApplied = !/isn't writeable/.test(message);
+      const maybeApplied = !/isn't writeable|Cluster isn't ready/.test(message);
       throw new StoreUnavailableError(`redis ${op} failed: ${message}`, { cause: e, maybeApplied });
     }
   }
@@ -197,8 +268,16 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
         const m = redis.multi().hsetnx(clientKey(clientId), "created", now);
         if (plan !== undefined) m.hset(clientKey(clientId), "plan", plan);
         else m.hsetnx(clientKey(clientId), "plan", "free");
-        m.hset(keyKey(keyHash), "client", clientId, "created", now).sadd(clientKeysKey(clientId), keyHash);
-        await m.exec();
+        m.sadd(clientKeysKey(clientId), keyHash);
+        if (clusterNodes === undefined) {
+          await m.hset(keyKey(keyHash), "client", clientId, "created", now).exec();
+        } else {
+          // The key record is in another slot: written after the client's transaction, so that a
+          // key that resolves always has its client and is listed (a crash in between leaves a
+          // listed key that does not resolve, never shown to anyone: palmctl prints it after).
+          await m.exec();
+          await redis.hset(keyKey(keyHash), "client", clientId, "created", now);
+        }
         return { hash: keyHash, clientId, createdAt: now };
       }),
     setPlan: (clientId, plan) =>
@@ -217,12 +296,17 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
       guard("findKeyHashes", async () => {
         if (!/^[0-9a-f]{0,64}$/.test(prefix)) return [];
         const found: string[] = [];
-        let cursor = "0";
-        do {
-          const [next, batch] = await redis.scan(cursor, "MATCH", `${keyKey(prefix)}*`, "COUNT", 1000);
-          cursor = next;
-          for (const k of batch) found.push(k.slice(keyKey("").length));
-        } while (cursor !== "0" && found.length < 10);
+        // Key records are spread over the slots: on a cluster every master holds some.
+        const nodes = redis instanceof Cluster ? redis.nodes("master") : [redis];
+        for (const node of nodes) {
+          let cursor = "0";
+          do {
+            const [next, batch] = await node.scan(cursor, "MATCH", `${keyKey(prefix)}*`, "COUNT", 1000);
+            cursor = next;
+            for (const k of batch) found.push(k.slice(keyKey("").length));
+          } while (cursor !== "0" && found.length < 10);
+          if (found.length >= 10) break;
+        }
         return found.slice(0, 10);
       }),
     listKeys: (clientId) =>

@@ -1,6 +1,7 @@
 /**
- * palmctl: the operator CLI for API keys and usage, against the Redis of REDIS_URL (the same
- * store and plan limits the servers use). Run as `npx palmctl …` (bin/palmctl.mjs).
+ * palmctl: the operator CLI for API keys and usage, against the Redis of REDIS_URL or the Redis
+ * Cluster of REDIS_CLUSTER_NODES (the same store and plan limits the servers use). Run as
+ * `npx palmctl …` (bin/palmctl.mjs).
  *
  *   palmctl keys create --client ID [--plan NAME]   new key, printed alone on the last line
  *   palmctl keys revoke KEY|HASH|HASH-PREFIX        revoke one key
@@ -23,7 +24,7 @@ export interface PalmctlIo {
   env?: Readonly<Record<string, string | undefined>>;
   stdout?: (line: string) => void;
   stderr?: (line: string) => void;
-  /** A store to use instead of connecting to REDIS_URL (tests). */
+  /** A store to use instead of connecting to REDIS_URL or REDIS_CLUSTER_NODES (tests). */
   store?: Store;
 }
 
@@ -34,7 +35,7 @@ export interface PalmctlIo {
  */
 export const CLIENT_ID_PATTERN = /^[a-z0-9][a-z0-9._-]{0,63}$/;
 
-/** CONNECT_TIMEOUT_MS: palmctl gives up on an unreachable Redis after this (exit 1). */
+/** CONNECT_TIMEOUT_MS: palmctl gives up on an unreachable Redis or cluster after this (exit 1). */
 const CONNECT_TIMEOUT_MS = 3000;
 
 /** COMMANDS: each command's synopsis and what it does (its --help). */
@@ -47,7 +48,7 @@ const COMMANDS: Readonly<Record<string, readonly [string, string]>> = Object.fre
 });
 
 const FOOTER = `client ids: 1-64 of a-z 0-9 . _ - (starting with a letter or digit)
-environment: REDIS_URL (required), PALM_REDIS_PREFIX, PALM_PLAN_LIMITS
+environment: REDIS_URL or REDIS_CLUSTER_NODES (one required), PALM_REDIS_PREFIX, PALM_PLAN_LIMITS
 exit codes: 0 ok, 1 failure (Redis unreachable within ${CONNECT_TIMEOUT_MS / 1000} s included), 2 usage error`;
 
 /** PALMCTL_USAGE is the help text. */
@@ -89,8 +90,15 @@ export async function runPalmctl(argv: readonly string[], io: PalmctlIo = {}): P
     // Connected only once the arguments are valid: a usage error never waits for Redis.
     const open = async (): Promise<Store> => {
       if (store) return store;
-      if (config.redisUrl === undefined) throw new UsageError("REDIS_URL is not set: palmctl manages the shared Redis store");
-      const redis = createRedisStore({ url: config.redisUrl, keyPrefix: config.redisKeyPrefix, commandTimeoutMs: CONNECT_TIMEOUT_MS });
+      if (config.redisUrl === undefined && config.redisClusterNodes === undefined) {
+        throw new UsageError("REDIS_URL is not set, nor REDIS_CLUSTER_NODES: palmctl manages the shared Redis store");
+      }
+      const redis = createRedisStore({
+        url: config.redisUrl,
+        clusterNodes: config.redisClusterNodes,
+        keyPrefix: config.redisKeyPrefix,
+        commandTimeoutMs: CONNECT_TIMEOUT_MS,
+      });
       store = redis;
       await redis.ready(CONNECT_TIMEOUT_MS);
       return redis;

@@ -1,8 +1,9 @@
 /**
- * `npx palmctl` (bin/palmctl.mjs, and runPalmctl in-process) against a real Redis, with a real
- * server using its keys.
+ * `npx palmctl` (bin/palmctl.mjs, and runPalmctl in-process) against a real Redis and a real
+ * three-master Redis Cluster, with a real server using its keys.
  */
 import { execFile } from "node:child_process";
+import { createHash } from "node:crypto";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createRedisStore, type RedisStore } from "../../src/auth/redis-store.js";
@@ -10,7 +11,9 @@ import { runPalmctl } from "../../src/cli/palmctl.js";
 import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
 import { createTestAnalyzer } from "../helpers/analyzer.js";
 import { makeImage } from "../helpers/images.js";
+import { parseRedisClusterNodes } from "../../src/config.js";
 import { startRedis, uniquePrefix, type RedisProcess } from "../helpers/redis.js";
+import { startRedisCluster, type RedisClusterProcess } from "../helpers/redis-cluster.js";
 import { expectErrorBody, postAnalyze } from "../helpers/rest.js";
 import { startServer, type TestServer } from "../helpers/server.js";
 
@@ -95,5 +98,67 @@ describe("palmctl", () => {
     const { stdout } = await run(process.execPath, ["bin/palmctl.mjs", "keys", "create", "--help"], { cwd: root, env: { ...process.env, REDIS_URL: "" } });
     expect(stdout).toContain("palmctl keys create --client ID [--plan NAME]");
     expect(stdout).not.toContain("set-plan");
+  });
+});
+
+describe("palmctl on a Redis Cluster", () => {
+  let cluster: RedisClusterProcess;
+  let clusterStore: RedisStore;
+  let clusterSrv: TestServer;
+  const clusterPrefix = uniquePrefix();
+  beforeAll(async () => {
+    cluster = await startRedisCluster();
+    clusterStore = createRedisStore({ clusterNodes: parseRedisClusterNodes(cluster.nodes, []), keyPrefix: clusterPrefix });
+    await clusterStore.ready(5000);
+    clusterSrv = await startServer({ analyzer, store: clusterStore });
+  });
+  afterAll(async () => {
+    await clusterSrv?.close();
+    await clusterStore?.close();
+    await cluster?.stop();
+  });
+
+  // Only the last node is named: the others are learnt from it.
+  const clusterEnv = () => ({ ...process.env, REDIS_URL: "", REDIS_CLUSTER_NODES: `127.0.0.1:${cluster.ports[2]}`, PALM_REDIS_PREFIX: clusterPrefix });
+  const bin = async (...args: string[]) => (await run(process.execPath, ["bin/palmctl.mjs", ...args], { cwd: root, env: clusterEnv() })).stdout.trimEnd().split("\n");
+
+  it("creates keys the server accepts, lists them, reports usage, and revokes one by hash prefix", async () => {
+    const keys: string[] = [];
+    for (const client of ["acme", "globex", "initech"]) keys.push((await bin("keys", "create", "--client", client, "--plan", "starter")).at(-1)!);
+    const second = (await bin("keys", "create", "--client", "acme")).at(-1)!;
+    for (const key of [...keys, second]) {
+      expect(key).toMatch(/^palm_live_[0-9a-f]{32}$/);
+      expect((await postAnalyze(clusterSrv.url, { image }, { "x-api-key": key })).res.status).toBe(200);
+    }
+    expect((await bin("usage", "--client", "acme")).at(-1)).toMatch(/^client acme plan starter period \S+: used 2 of 1000 /);
+    expect((await bin("usage", "--client", "globex")).at(-1)).toMatch(/^client globex plan starter period \S+: used 1 of 1000 /);
+    const listed = await bin("keys", "list", "--client", "acme");
+    expect(listed).toHaveLength(3);
+    const prefixOfSecond = createHash("sha256").update(second).digest("hex").slice(0, 12);
+    expect(listed.filter((l) => l.startsWith(prefixOfSecond))).toHaveLength(1);
+
+    expect(await bin("keys", "revoke", prefixOfSecond)).toEqual([`revoked key ${prefixOfSecond}…`]);
+    const revoked = await postAnalyze(clusterSrv.url, { image }, { "x-api-key": second });
+    expectErrorBody(revoked.res, revoked.json, 401, "invalid_api_key");
+    expect((await postAnalyze(clusterSrv.url, { image }, { "x-api-key": keys[0] })).res.status).toBe(200);
+    const after = await bin("keys", "list", "--client", "acme");
+    expect(after.find((l) => l.startsWith(prefixOfSecond))).toMatch(/^[0-9a-f]{12}  \S+Z  \S+Z$/);
+    expect(after.filter((l) => / -$/.test(l))).toHaveLength(1);
+  });
+
+  it("exits 1 within a few seconds when the cluster is unreachable", async () => {
+    const started = performance.now();
+    const result = await run(process.execPath, ["bin/palmctl.mjs", "usage", "--client", "acme"], {
+      cwd: root,
+      env: { ...process.env, REDIS_URL: "", REDIS_CLUSTER_NODES: "127.0.0.1:1" },
+      timeout: 20_000,
+    }).then(
+      () => ({ code: 0, stderr: "", killed: false }),
+      (e: { code: number; stderr: string; killed: boolean }) => e,
+    );
+    expect(result.killed).toBe(false);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/redis not ready/);
+    expect(performance.now() - started).toBeLessThan(6000);
   });
 });

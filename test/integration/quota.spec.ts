@@ -1,17 +1,20 @@
 /**
- * Quota and store faults with real Redis: exhaustion, two replicas racing on one Redis, key
- * revocation, Redis going away and coming back; plus the engine's overload and a fault.
+ * Quota and store faults with real Redis: exhaustion, two replicas racing on one Redis and on a
+ * Redis Cluster, key revocation, Redis going away and coming back; plus the engine's overload
+ * and a fault.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { hashApiKey } from "../../src/auth/api-key.js";
 import { quotaPeriodOf, secondsUntilReset } from "../../src/auth/quota-period.js";
 import { createRedisStore, type RedisStore } from "../../src/auth/redis-store.js";
+import { parseRedisClusterNodes } from "../../src/config.js";
 import { ERRORS } from "../../src/errors.js";
 import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
 import { createFailingAnalyzer, createTestAnalyzer } from "../helpers/analyzer.js";
 import { makeImage } from "../helpers/images.js";
 import { registerKey } from "../helpers/keys.js";
 import { startRedis, uniquePrefix, type RedisProcess } from "../helpers/redis.js";
+import { startRedisCluster, type RedisClusterProcess } from "../helpers/redis-cluster.js";
 import { expectErrorBody, postAnalyze } from "../helpers/rest.js";
 import { startServer, type TestServer } from "../helpers/server.js";
 
@@ -34,13 +37,40 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-async function setup(prefix = uniquePrefix(), config = {}): Promise<{ store: RedisStore; srv: TestServer }> {
-  const store = createRedisStore({ url: redis.url, keyPrefix: prefix });
+/** Connect opens the store of one replica; the single Redis unless a test says otherwise. */
+type Connect = (prefix: string) => RedisStore;
+const singleRedis: Connect = (prefix) => createRedisStore({ url: redis.url, keyPrefix: prefix });
+
+async function setup(prefix = uniquePrefix(), config = {}, connect = singleRedis): Promise<{ store: RedisStore; srv: TestServer }> {
+  const store = connect(prefix);
   cleanups.push(() => store.close());
   await store.ready(5000);
   const srv = await startServer({ analyzer, store, config: { planLimits: PLANS, ...config } });
   cleanups.push(() => srv.close());
   return { store, srv };
+}
+
+/**
+ * exactQuotaAcrossTwoServers: 12 concurrent requests of one client on a limit of 5, spread over
+ * two servers with a store connection each, give exactly five 200s with places 1 to 5.
+ */
+async function exactQuotaAcrossTwoServers(connect: Connect): Promise<void> {
+  const prefix = uniquePrefix();
+  const one = await setup(prefix, {}, connect);
+  const two = await setup(prefix, {}, connect);
+  const key = await registerKey(one.store, "acme", "five");
+  const results = await Promise.all(
+    Array.from({ length: 12 }, (_, i) => postAnalyze((i % 2 ? one : two).srv.url, body, { "x-api-key": key })),
+  );
+  const statuses = results.map((r) => r.res.status);
+  expect(statuses.filter((s) => s === 200)).toHaveLength(5);
+  // The rest: 429, or 503 overloaded when the shared engine (2 workers, 4 queued) had no place:
+  // the unit is reserved only after admission.
+  expect(statuses.filter((s) => s === 429 || s === 503)).toHaveLength(7);
+  expect(statuses.filter((s) => s === 429).length).toBeGreaterThanOrEqual(1);
+  const used = results.filter((r) => r.res.status === 200).map((r) => r.json.usage.requests_used).sort();
+  expect(used).toEqual([1, 2, 3, 4, 5]);
+  expect(await one.store.usage("acme", quotaPeriodOf())).toBe(5);
 }
 
 describe("createQuotaInterceptor() with Redis", () => {
@@ -74,24 +104,8 @@ describe("createQuotaInterceptor() with Redis", () => {
     expect((await postAnalyze(srv.url, body, { "x-api-key": a })).res.status).toBe(429);
   });
 
-  it("lets exactly the limit of 12 concurrent requests succeed across two servers sharing Redis", async () => {
-    const prefix = uniquePrefix();
-    const one = await setup(prefix);
-    const two = await setup(prefix);
-    const key = await registerKey(one.store, "acme", "five");
-    const results = await Promise.all(
-      Array.from({ length: 12 }, (_, i) => postAnalyze((i % 2 ? one : two).srv.url, body, { "x-api-key": key })),
-    );
-    const statuses = results.map((r) => r.res.status);
-    expect(statuses.filter((s) => s === 200)).toHaveLength(5);
-    // The rest: 429, or 503 overloaded when the shared engine (2 workers, 4 queued) had no place:
-    // the unit is reserved only after admission.
-    expect(statuses.filter((s) => s === 429 || s === 503)).toHaveLength(7);
-    expect(statuses.filter((s) => s === 429).length).toBeGreaterThanOrEqual(1);
-    const used = results.filter((r) => r.res.status === 200).map((r) => r.json.usage.requests_used).sort();
-    expect(used).toEqual([1, 2, 3, 4, 5]);
-    expect(await one.store.usage("acme", quotaPeriodOf())).toBe(5);
-  });
+  it("lets exactly the limit of 12 concurrent requests succeed across two servers sharing Redis", () =>
+    exactQuotaAcrossTwoServers(singleRedis));
 
   it("rejects a key with 401 invalid_api_key right after it is revoked", async () => {
     const { store, srv } = await setup();
@@ -124,6 +138,56 @@ describe("createQuotaInterceptor() with Redis", () => {
     await expect
       .poll(async () => (await postAnalyze(srv.url, body, { "x-api-key": again })).res.status, { timeout: 10_000, interval: 200 })
       .toBe(200);
+  });
+});
+
+describe("createQuotaInterceptor() with a Redis Cluster", () => {
+  let cluster: RedisClusterProcess;
+  beforeAll(async () => {
+    cluster = await startRedisCluster();
+  });
+  afterAll(async () => {
+    await cluster?.stop();
+  });
+
+  it("lets exactly the limit of 12 concurrent requests succeed across two servers sharing a three-master cluster", () =>
+    exactQuotaAcrossTwoServers((prefix) =>
+      createRedisStore({ clusterNodes: parseRedisClusterNodes(cluster.nodes, []), keyPrefix: prefix }),
+    ));
+
+  // Last in this block: it takes a master away for good.
+  it("fails closed with 503 store_unavailable for the clients of a killed master, within the command timeout, and serves the others", async () => {
+    const prefix = uniquePrefix();
+    const { store, srv } = await setup(prefix, {}, (p) => createRedisStore({ clusterNodes: parseRedisClusterNodes(cluster.nodes, []), keyPrefix: p }));
+    const { Redis } = await import("ioredis");
+    const doomed = new Redis({ host: "127.0.0.1", port: cluster.ports[0] });
+    // A node answers MOVED for a key of a slot it does not serve.
+    const isOnDoomed = async (name: string) =>
+      (await doomed.exists(name).catch((e: Error) => (/^MOVED /.test(e.message) ? 0 : Promise.reject(e)))) === 1;
+    const clients: { key: string; onDoomed: boolean }[] = [];
+    try {
+      for (let i = 0; i < 12; i++) {
+        const key = await registerKey(store, `client-${i}`, "five");
+        // A request needs the key record's slot and the client's slot: either on the killed node fails it.
+        const onDoomed = (await isOnDoomed(`${prefix}key:${hashApiKey(key)}`)) || (await isOnDoomed(`{${prefix}client-${i}}:client`));
+        clients.push({ key, onDoomed });
+      }
+    } finally {
+      doomed.disconnect();
+    }
+    expect(clients.filter((c) => c.onDoomed).length).toBeGreaterThan(0);
+    expect(clients.filter((c) => !c.onDoomed).length).toBeGreaterThan(0);
+    await cluster.killNode(0);
+    for (const { key, onDoomed } of clients) {
+      const started = performance.now();
+      const { res, json } = await postAnalyze(srv.url, body, { "x-api-key": key });
+      if (onDoomed) {
+        expectErrorBody(res, json, 503, "store_unavailable");
+        expect(performance.now() - started).toBeLessThan(3000);
+      } else {
+        expect(res.status).toBe(200);
+      }
+    }
   });
 });
 

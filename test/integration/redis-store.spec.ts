@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createRedisStore, type RedisStore } from "../../src/auth/redis-store.js";
+import { generateApiKey, hashApiKey } from "../../src/auth/api-key.js";
 import { quotaPeriodOf } from "../../src/auth/quota-period.js";
 import { isStoreUnavailableError } from "../../src/errors.js";
 import { startRedis, uniquePrefix, type RedisProcess } from "../helpers/redis.js";
@@ -39,6 +40,26 @@ describe("createRedisStore() counters", () => {
       expect(expireAt).toBe(period.resetsAt + 7 * 24 * 3600);
       // Only the hash of a key is stored, never the key.
       expect(await raw.keys(`${prefix}*`)).toEqual([`${prefix}quota:acme:${period.id}`]);
+    } finally {
+      raw.disconnect();
+    }
+  });
+
+  it("keeps the single-Redis key layout of earlier releases (no migration: the cluster's hash tags are not used here)", async () => {
+    const prefix = uniquePrefix();
+    const store = createRedisStore({ url: redis.url, keyPrefix: prefix });
+    stores.push(store);
+    await store.ready(5000);
+    const period = quotaPeriodOf();
+    const hash = hashApiKey(generateApiKey());
+    await store.createKey("acme", hash, "starter");
+    await store.reserve("acme", period, 10, "r1", 60_000);
+    const { Redis } = await import("ioredis");
+    const raw = new Redis(redis.url);
+    try {
+      expect((await raw.keys(`${prefix}*`)).sort()).toEqual(
+        [`${prefix}client:acme`, `${prefix}client:acme:keys`, `${prefix}key:${hash}`, `${prefix}quota:acme:${period.id}`].sort(),
+      );
     } finally {
       raw.disconnect();
     }

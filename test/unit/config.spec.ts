@@ -92,6 +92,44 @@ describe("loadConfig()", () => {
     ]);
   });
 
+  it("reads REDIS_CLUSTER_NODES as host:port nodes, IPv6 in brackets", () => {
+    expect(loadConfig({}).redisClusterNodes).toBeUndefined();
+    const c = loadConfig({ REDIS_CLUSTER_NODES: " redis-1:7000, 10.0.0.2:7001,[::1]:7002 " });
+    expect(c.redisClusterNodes).toEqual([
+      { host: "redis-1", port: 7000 },
+      { host: "10.0.0.2", port: 7001 },
+      { host: "::1", port: 7002 },
+    ]);
+    expect(c.redisUrl).toBeUndefined();
+    expect(Object.isFrozen(c.redisClusterNodes)).toBe(true);
+  });
+
+  it("refuses REDIS_URL and REDIS_CLUSTER_NODES together, bad nodes, and a braced prefix on a cluster", () => {
+    const problems = (env: Record<string, string>) => {
+      try {
+        loadConfig(env);
+      } catch (e) {
+        return (e as ConfigError).problems;
+      }
+      return [];
+    };
+    expect(problems({ REDIS_URL: "redis://r:6379", REDIS_CLUSTER_NODES: "r:7000" })).toEqual([
+      "REDIS_URL and REDIS_CLUSTER_NODES are both set: REDIS_URL names a single Redis, REDIS_CLUSTER_NODES a Redis Cluster; set one",
+    ]);
+    expect(problems({ REDIS_CLUSTER_NODES: "r:7000,redis://r:7001,r,r:0,r:65536" })).toEqual([
+      'REDIS_CLUSTER_NODES: expected host:port, comma-separated (e.g. redis-1:6379,redis-2:6379), got "redis://r:7001"',
+      'REDIS_CLUSTER_NODES: expected host:port, comma-separated (e.g. redis-1:6379,redis-2:6379), got "r"',
+      'REDIS_CLUSTER_NODES: expected host:port, comma-separated (e.g. redis-1:6379,redis-2:6379), got "r:0"',
+      'REDIS_CLUSTER_NODES: expected host:port, comma-separated (e.g. redis-1:6379,redis-2:6379), got "r:65536"',
+    ]);
+    expect(problems({ REDIS_CLUSTER_NODES: ", ," })).toEqual(["REDIS_CLUSTER_NODES: expected host:port of at least one node"]);
+    expect(problems({ REDIS_CLUSTER_NODES: "r:7000", PALM_REDIS_PREFIX: "{palm}:" })).toEqual([
+      'PALM_REDIS_PREFIX: must not contain { or } with REDIS_CLUSTER_NODES, got "{palm}:"',
+    ]);
+    // A single Redis keeps accepting any prefix.
+    expect(loadConfig({ REDIS_URL: "redis://r:6379", PALM_REDIS_PREFIX: "{palm}:" }).redisKeyPrefix).toBe("{palm}:");
+  });
+
   it("rejects PALM_PLAN_LIMITS that is not a JSON object", () => {
     expect(() => loadConfig({ PALM_PLAN_LIMITS: "[1]" })).toThrow(/PALM_PLAN_LIMITS: expected a non-empty JSON object/);
     expect(() => loadConfig({ PALM_PLAN_LIMITS: "{" })).toThrow(/PALM_PLAN_LIMITS: not valid JSON/);
