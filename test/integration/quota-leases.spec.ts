@@ -82,16 +82,16 @@ describe("admission before reservation", () => {
       }).then(async (res) => ({ status: res.status, json: await res.json() }));
     // A runs; X and then S wait in the queue; X leaves; A and S are answered; then T.
     const a = call(big);
-    await expect.poll(() => queued.stats().running, { interval: 5 }).toBe(1);
+    await expect.poll(() => queued.stats().running, { interval: 5, timeout: 10_000 }).toBe(1);
     const leave = new AbortController();
     const x = call(body, leave.signal).catch(() => undefined);
-    await expect.poll(() => queued.stats().queued, { interval: 5 }).toBe(1);
+    await expect.poll(() => queued.stats().queued, { interval: 5, timeout: 10_000 }).toBe(1);
     const s = call(body);
-    await expect.poll(() => queued.stats().queued, { interval: 5 }).toBe(2);
-    await expect.poll(() => store.usage("acme", quotaPeriodOf()), { interval: 5 }).toBe(3);
+    await expect.poll(() => queued.stats().queued, { interval: 5, timeout: 10_000 }).toBe(2);
+    await expect.poll(() => store.usage("acme", quotaPeriodOf()), { interval: 5, timeout: 10_000 }).toBe(3);
     leave.abort();
     await x;
-    await expect.poll(() => store.usage("acme", quotaPeriodOf()), { interval: 5 }).toBe(2);
+    await expect.poll(() => store.usage("acme", quotaPeriodOf()), { interval: 5, timeout: 10_000 }).toBe(2);
     const answers = [await a, await s, await call(body)];
     expect(answers.map((r) => r.status)).toEqual([200, 200, 200]);
     // Reporting the units held at reserve time, S said 3 (X's unit still counted) and T said 3 too.
