@@ -19,3 +19,11 @@ export async function makeImage(width = 256, height = 256, format: "jpeg" | "png
   const img = sharp(raw, { raw: { width, height, channels: 3 } });
   return format === "jpeg" ? img.jpeg({ quality: 85 }).toBuffer() : img.png().toBuffer();
 }
+
+/**
+ * makeHandPhoto is the README's sample photo (a whole synthetic hand) scaled to a 12 MP portrait
+ * JPEG: an analysis that runs every stage of the engine, for tests that need one to take a while.
+ */
+export async function makeHandPhoto(width = 3024, height = 4032): Promise<Buffer> {
+  return sharp(new URL("../../examples/sample-palm.jpg", import.meta.url).pathname).resize(width, height).jpeg({ quality: 90 }).toBuffer();
+}

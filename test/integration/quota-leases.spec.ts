@@ -14,7 +14,7 @@ import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
 import { createLogger } from "../../src/log.js";
 import { createPalmServer } from "../../src/server/server.js";
 import { createTestAnalyzer } from "../helpers/analyzer.js";
-import { makeImage } from "../helpers/images.js";
+import { makeHandPhoto, makeImage } from "../helpers/images.js";
 import { registerKey } from "../helpers/keys.js";
 import { startRedis, uniquePrefix, type RedisProcess } from "../helpers/redis.js";
 import { expectErrorBody, postAnalyze } from "../helpers/rest.js";
@@ -72,7 +72,7 @@ describe("admission before reservation", () => {
     const srv = await startServer({ analyzer: queued, store, config: { planLimits: PLANS } });
     cleanups.push(() => srv.close());
     const key = await registerKey(store, "acme", "free");
-    const big = { image: (await makeImage(4000, 3000)).toString("base64") };
+    const big = { image: (await makeHandPhoto()).toString("base64") };
     const call = (b: unknown, signal?: AbortSignal) =>
       fetch(`${srv.url}/v1/palm/analyze`, {
         method: "POST",
@@ -141,7 +141,7 @@ describe("leases", () => {
       PALM_PLAN_LIMITS: JSON.stringify(PLANS),
     });
     // 12 MP photos: each analysis takes a few hundred ms, so three stay in flight for a while.
-    const big = { image: (await makeImage(4000, 3000)).toString("base64") };
+    const big = { image: (await makeHandPhoto()).toString("base64") };
     const url = `http://127.0.0.1:${port}`;
     const calls = Array.from({ length: 3 }, () => postAnalyze(url, big, { "x-api-key": key }).catch(() => undefined));
     await expect.poll(() => store.usage("acme", quotaPeriodOf()), { timeout: 20_000, interval: 10 }).toBe(3);
@@ -161,7 +161,7 @@ describe("leases", () => {
     cleanups.push(() => srv.close());
     const key = await registerKey(store, "acme", "three");
     // A 12 MP photo takes longer than 300 ms (twice the lease) to analyse on the machines measured.
-    const big = { image: (await makeImage(4000, 3000)).toString("base64") };
+    const big = { image: (await makeHandPhoto()).toString("base64") };
     const started = performance.now();
     const { res, json } = await postAnalyze(srv.url, big, { "x-api-key": key });
     expect(res.status).toBe(200);

@@ -6,7 +6,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import net from "node:net";
 import { afterAll, describe, expect, it } from "vitest";
-import { makeImage } from "../helpers/images.js";
+import { makeHandPhoto } from "../helpers/images.js";
 import { isAlive as alive, processTree } from "../helpers/proc.js";
 import { postAnalyze } from "../helpers/rest.js";
 
@@ -55,7 +55,7 @@ describe("main", () => {
     // sending the small body the request is received and still analysing, however fast the
     // first request of a new process becomes (a 1.2 MP analysis alone takes ~100 ms here; a
     // 160x120 one was still answered after the signal, only because this first request is slow).
-    const image = (await makeImage(4000, 3000)).toString("base64");
+    const image = (await makeHandPhoto()).toString("base64");
 
     const inFlight = postAnalyze(url, { image }, { "x-api-key": devKey }).then((r) => ({ ...r, at: performance.now() }));
     await new Promise((r) => setTimeout(r, 150));

@@ -5,7 +5,7 @@ import { LINE_NAMES, type AnalysisResult } from "../../../src/inference/analyzer
 import { createAnalyzer, type EngineAnalyzer } from "../../../src/inference/analyzer.js";
 import { analyzeImage, createPipelineEngine } from "../../../src/inference/pipeline.js";
 import { decodeMask, fixtureImage, fixtures, tolerantF1, trueMask } from "./fixtures.js";
-import { makeImage } from "../../helpers/images.js";
+import { makeHandPhoto } from "../../helpers/images.js";
 import { isAlive } from "../../helpers/proc.js";
 
 /**
@@ -250,7 +250,7 @@ describe("createAnalyzer() admission control", () => {
   });
 
   it("stops the work of an aborted running analysis: its worker process is killed within 1 s and replaced", async () => {
-    const big = await makeImage(4000, 3000);
+    const big = await makeHandPhoto();
     const [before] = small.workerPids();
     const ctrl = new AbortController();
     const running = small.analyze(big, { signal: ctrl.signal });
