@@ -59,7 +59,7 @@ check_versions() {
 # frame on 10,000 new samples, calibrated on the canonical validation sets, evaluated on the
 # canonical test sets. RELEASE_STEPS is the step count the released run reached (it ran on wall
 # time, --time-budget, on a shared CPU: see models/palm-lines/MODEL_CARD.md).
-RELEASE_STEPS=${RELEASE_STEPS:-2400}
+RELEASE_STEPS=${RELEASE_STEPS:-6795}
 release() {
   check_versions
   R=${RUN:-training/runs/v2}
