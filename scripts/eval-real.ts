@@ -14,8 +14,8 @@
  * photographs Debian's python3-skimage ships (when installed): how many get a line, and why not.
  * `--out dir` also writes, per photo as taken, the overlay with the annotations drawn in white
  * (`.overlay.jpg`, a copy of the photo: keep it out of the repository) and the same lines without
- * the photo (`.lines.png`, the masks in their colours and the annotations on grey, at most 480 px:
- * what the model card shows).
+ * the photo (`.lines.png`, the masks in their colours and the annotations on grey, around the
+ * palm, at most 480 px: what the model card shows).
  */
 import { existsSync } from "node:fs";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
@@ -163,16 +163,31 @@ function annotationSvg(a: Annotation): Buffer {
   return Buffer.from(`<svg xmlns="http://www.w3.org/2000/svg" width="${a.width}" height="${a.height}">${lines}</svg>`);
 }
 
-/** linesPicture draws the engine's masks (heart red, head blue, life green) and the annotations (white, dashed) on grey: no pixel of the photo. */
+/**
+ * linesPicture draws the engine's masks (heart red, head blue, life green) and the annotations
+ * (white, dashed) on grey, around the palm (the annotated lines' box widened by 0.6 palm widths),
+ * at most 480 px: no pixel of the photo.
+ */
 async function linesPicture(a: Annotation, result: { width: number; height: number; masks: Record<LineName, Uint8Array> }): Promise<Buffer> {
-  const scale = Math.min(1, 480 / Math.max(a.width, a.height));
-  const w = Math.round(a.width * scale);
-  const h = Math.round(a.height * scale);
+  const pts = LINE_NAMES.flatMap((l) => a.lines[l].points);
+  const pad = 0.6 * a.palm_width_px;
+  const x0 = Math.max(0, Math.floor(Math.min(...pts.map((p) => p[0])) - pad));
+  const y0 = Math.max(0, Math.floor(Math.min(...pts.map((p) => p[1])) - pad));
+  const x1 = Math.min(a.width, Math.ceil(Math.max(...pts.map((p) => p[0])) + pad));
+  const y1 = Math.min(a.height, Math.ceil(Math.max(...pts.map((p) => p[1])) + pad));
+  const scale = 480 / Math.max(x1 - x0, y1 - y0);
+  const w = Math.round((x1 - x0) * scale);
+  const h = Math.round((y1 - y0) * scale);
   const colours: Record<LineName, [number, number, number]> = { heart: [230, 40, 40], head: [40, 80, 240], life: [30, 200, 60] };
   const layers = [];
   for (const line of LINE_NAMES) {
     const [r, g, b] = colours[line];
-    const alpha = await sharp(result.masks[line]).resize(w, h, { kernel: "linear" }).toColourspace("b-w").raw().toBuffer();
+    const alpha = await sharp(result.masks[line])
+      .extract({ left: x0, top: y0, width: x1 - x0, height: y1 - y0 })
+      .resize(w, h, { kernel: "linear" })
+      .toColourspace("b-w")
+      .raw()
+      .toBuffer();
     const rgba = Buffer.alloc(w * h * 4);
     for (let i = 0; i < w * h; i++) {
       rgba[i * 4] = r;
@@ -182,9 +197,9 @@ async function linesPicture(a: Annotation, result: { width: number; height: numb
     }
     layers.push({ input: rgba, raw: { width: w, height: h, channels: 4 as const } });
   }
-  const stroke = 1.5;
   const svg = `<svg xmlns="http://www.w3.org/2000/svg" width="${w}" height="${h}">${LINE_NAMES.map(
-    (l) => `<polyline points="${a.lines[l].points.map(([x, y]) => `${x * scale},${y * scale}`).join(" ")}" fill="none" stroke="white" stroke-width="${stroke}" stroke-dasharray="5,4"/>`,
+    (l) =>
+      `<polyline points="${a.lines[l].points.map(([x, y]) => `${(x - x0) * scale},${(y - y0) * scale}`).join(" ")}" fill="none" stroke="white" stroke-width="1.5" stroke-dasharray="5,4"/>`,
   ).join("")}</svg>`;
   return sharp({ create: { width: w, height: h, channels: 3, background: { r: 70, g: 70, b: 70 } } })
     .composite([...layers, { input: Buffer.from(svg) }])
