@@ -14,93 +14,94 @@ export const MAX_POLYLINE_POINTS = 24;
  * thin reduces a binary S x S mask to a one-pixel-wide skeleton (Zhang-Suen), returned as a new 0/1 array.
  */
 export function thin(mask: Uint8Array, size: number): Uint8Array {
-  const m = Uint8Array.from(mask, (v) => (v ? 1 : 0));
-  // Only the mask's bounding box (plus a pixel) can change.
-  let u0 = size, v0 = size, u1 = -1, v1 = -1;
-  for (let i = 0; i < m.length; i++) {
-    if (!m[i]) continue;
-    const u = i % size;
-    const v = (i - u) / size;
-    if (u < u0) u0 = u;
-    if (u > u1) u1 = u;
-    if (v < v0) v0 = v;
-    if (v > v1) v1 = v;
+  // Zero-bordered copy (pixel (u, v) at (v + 1) * P + u + 1), so neighbours need no bounds checks;
+  // only the set pixels are visited, and those deleted leave the list.
+  const P = size + 2;
+  const m = new Uint8Array(P * P);
+  let alive: number[] = [];
+  for (let v = 0; v < size; v++) {
+    for (let u = 0; u < size; u++) {
+      if (!mask[v * size + u]) continue;
+      const i = (v + 1) * P + u + 1;
+      m[i] = 1;
+      alive.push(i);
+    }
   }
-  const at = (u: number, v: number) => (u >= 0 && v >= 0 && u < size && v < size ? m[v * size + u] : 0);
+  // Neighbours P2..P9 clockwise from north.
+  const off = [-P, -P + 1, 1, P + 1, P, P - 1, -1, -P - 1];
   const p = new Uint8Array(8);
   const del: number[] = [];
-  for (let changed = u1 >= 0; changed; ) {
+  for (let changed = alive.length > 0; changed; ) {
     changed = false;
     for (let pass = 0; pass < 2; pass++) {
       del.length = 0;
-      for (let v = v0; v <= v1; v++) {
-        for (let u = u0; u <= u1; u++) {
-          if (!m[v * size + u]) continue;
-          // Neighbours P2..P9 clockwise from north.
-          p[0] = at(u, v - 1); p[1] = at(u + 1, v - 1); p[2] = at(u + 1, v); p[3] = at(u + 1, v + 1);
-          p[4] = at(u, v + 1); p[5] = at(u - 1, v + 1); p[6] = at(u - 1, v); p[7] = at(u - 1, v - 1);
-          const b = p[0] + p[1] + p[2] + p[3] + p[4] + p[5] + p[6] + p[7];
-          if (b < 2 || b > 6) continue;
-          let a = 0;
-          for (let i = 0; i < 8; i++) if (!p[i] && p[(i + 1) % 8]) a++;
-          if (a !== 1) continue;
-          if (pass === 0 ? p[0] * p[2] * p[4] || p[2] * p[4] * p[6] : p[0] * p[2] * p[6] || p[0] * p[4] * p[6]) continue;
-          del.push(v * size + u);
-        }
+      for (const i of alive) {
+        let b = 0;
+        for (let k = 0; k < 8; k++) b += p[k] = m[i + off[k]];
+        if (b < 2 || b > 6) continue;
+        let a = 0;
+        for (let k = 0; k < 8; k++) if (!p[k] && p[(k + 1) & 7]) a++;
+        if (a !== 1) continue;
+        if (pass === 0 ? p[0] * p[2] * p[4] || p[2] * p[4] * p[6] : p[0] * p[2] * p[6] || p[0] * p[4] * p[6]) continue;
+        del.push(i);
       }
       for (const i of del) m[i] = 0;
-      if (del.length) changed = true;
+      if (del.length) {
+        changed = true;
+        alive = alive.filter((i) => m[i]);
+      }
     }
   }
-  return m;
+  const out = new Uint8Array(size * size);
+  for (const i of alive) out[(Math.floor(i / P) - 1) * size + (i % P) - 1] = 1;
+  return out;
 }
 
-/** Geodesic distances (8-connected, diagonal steps cost sqrt 2) from `from` over one skeleton component. */
-function walk(skel: Uint8Array, size: number, from: number): { dist: Map<number, number>; back: Map<number, number> } {
-  const dist = new Map<number, number>([[from, 0]]);
-  const back = new Map<number, number>();
-  // A skeleton component is a few hundred pixels at most: a linear scan for the nearest is enough.
-  const queue: number[] = [from];
-  while (queue.length) {
-    let best = 0;
-    for (let i = 1; i < queue.length; i++) if (dist.get(queue[i])! < dist.get(queue[best])!) best = i;
-    const cur = queue.splice(best, 1)[0];
+/**
+ * Breadth-first walk from `from` over its 8-connected skeleton component: hop counts in `dist`
+ * (-1 where not reached) and each pixel's predecessor in `back`. Returns the farthest pixel and
+ * the component's pixels.
+ */
+function walk(skel: Uint8Array, size: number, from: number, dist: Int32Array, back: Int32Array): { far: number; members: number[] } {
+  const members = [from];
+  dist[from] = 0;
+  back[from] = -1;
+  let far = from;
+  for (let head = 0; head < members.length; head++) {
+    const cur = members[head];
     const cu = cur % size;
     const cv = (cur - cu) / size;
     for (let dv = -1; dv <= 1; dv++) {
+      const v = cv + dv;
+      if (v < 0 || v >= size) continue;
       for (let du = -1; du <= 1; du++) {
         const u = cu + du;
-        const v = cv + dv;
-        if ((!du && !dv) || u < 0 || v < 0 || u >= size || v >= size || !skel[v * size + u]) continue;
+        if ((!du && !dv) || u < 0 || u >= size) continue;
         const j = v * size + u;
-        const d = dist.get(cur)! + (du && dv ? Math.SQRT2 : 1);
-        if (d < (dist.get(j) ?? Infinity)) {
-          if (!dist.has(j)) queue.push(j);
-          dist.set(j, d);
-          back.set(j, cur);
-        }
+        if (!skel[j] || dist[j] >= 0) continue;
+        dist[j] = dist[cur] + 1;
+        back[j] = cur;
+        members.push(j);
+        if (dist[j] > dist[far]) far = j;
       }
     }
   }
-  return { dist, back };
+  return { far, members };
 }
 
-function farthest(dist: Map<number, number>, from: number): number {
-  let end = from;
-  for (const [j, d] of dist) if (d > dist.get(end)!) end = j;
-  return end;
-}
-
-/** Longest geodesic path through the skeleton component of `start` (marked in `seen`). */
+/** Longest path (in hops) through the skeleton component of `start` (marked in `seen`): two walks. */
 function componentDiameter(skel: Uint8Array, size: number, start: number, seen: Uint8Array): ModelPoint[] {
-  const first = walk(skel, size, start);
-  for (const j of first.dist.keys()) seen[j] = 1;
-  const a = farthest(first.dist, start);
-  const second = walk(skel, size, a);
-  const path: ModelPoint[] = [];
-  for (let j: number | undefined = farthest(second.dist, a); j !== undefined; j = second.back.get(j)) {
-    path.push([j % size, Math.floor(j / size)]);
+  const dist = new Int32Array(size * size).fill(-1);
+  const back = new Int32Array(size * size);
+  const first = walk(skel, size, start, dist, back);
+  for (const j of first.members) {
+    seen[j] = 1;
+    dist[j] = -1;
   }
+  const a = first.far;
+  const second = walk(skel, size, a, dist, back);
+  const path: ModelPoint[] = [];
+  for (let j = second.far; j >= 0; j = back[j]) path.push([j % size, Math.floor(j / size)]);
   return path;
 }
 
