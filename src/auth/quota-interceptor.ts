@@ -178,6 +178,9 @@ function createTicket(o: TicketOptions): Ticket {
       })()),
     held: () => held,
     async release() {
+      // A reserve still in flight settles first: released before it lands, its unit would stay
+      // pending until its lease passed (test/integration/rest.spec.ts, 504 on the deadline).
+      if (reserving) await reserving.catch(() => {});
       stop();
       if (state === "committed") return held;
       try {
