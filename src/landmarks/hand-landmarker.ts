@@ -23,6 +23,7 @@ import {
   type RotatedRect,
 } from "./geometry.js";
 import { buildHandModels, DEFAULT_HAND_MODEL_DIR, HAND_MODEL_FILES } from "./hand-models.js";
+import { palmFrame } from "./palm-frame.js";
 
 /** HandDetection is the one hand found in an image. */
 export interface HandDetection {
@@ -100,12 +101,8 @@ function handednessFromModel(pMirroredLeft: number): { handedness: "left" | "rig
  * left. Independent of in-plane rotation; mirroring the image flips it.
  */
 export function palmChirality(landmarks: readonly (readonly [number, number])[]): "right" | "left" {
-  const ux = landmarks[9][0] - landmarks[0][0];
-  const uy = landmarks[9][1] - landmarks[0][1];
-  const vx = landmarks[5][0] - landmarks[17][0];
-  const vy = landmarks[5][1] - landmarks[17][1];
-  // Up = (0, -1), right = (1, 0): cross(up, right) = 0*0 - (-1)*1 = +1.
-  return ux * vy - uy * vx > 0 ? "right" : "left";
+  // The canonical frame is mirrored exactly when the index knuckle lies left of the little one.
+  return palmFrame(landmarks as readonly Point[]).mirrored ? "left" : "right";
 }
 
 /**
