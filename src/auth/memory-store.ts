@@ -3,7 +3,7 @@
  * set. A real implementation of {@link Store} for one process (quota is exact within the
  * process; nothing is persisted).
  */
-import type { ClientRecord, Commit, KeyOwner, KeyRecord, Reservation, Store } from "./store.js";
+import type { ClientRecord, Commit, KeyOwner, KeyRecord, ReleaseOptions, Reservation, Store } from "./store.js";
 import type { QuotaPeriod } from "./quota-period.js";
 
 /** createMemoryStore returns an empty in-memory {@link Store}. */
@@ -66,9 +66,9 @@ export function createMemoryStore(): Store {
       u.place = ++c.committed;
       return { committed: true, place: u.place, used: c.units.size };
     },
-    async release(clientId: string, period: QuotaPeriod, reservationId: string): Promise<number> {
+    async release(clientId: string, period: QuotaPeriod, reservationId: string, options: ReleaseOptions = {}): Promise<number> {
       const c = counter(clientId, period);
-      if (c.units.get(reservationId)?.pendingUntil !== undefined) c.units.delete(reservationId);
+      if (options.evenCommitted || c.units.get(reservationId)?.pendingUntil !== undefined) c.units.delete(reservationId);
       return c.units.size;
     },
     async usage(clientId: string, period: QuotaPeriod): Promise<number> {

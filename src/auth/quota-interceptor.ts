@@ -117,11 +117,31 @@ interface Ticket extends QuotaTicket {
   stop(): void;
 }
 
+/** RELEASE_RETRY: how often and how long a release that must not be left to a lease is retried. */
+const RELEASE_RETRY = Object.freeze({ everyMs: 1000, forMs: 10 * 60_000 });
+
+/**
+ * retryRelease retries `release` every second for up to ten minutes, in the background (its
+ * timer does not hold the process): pinned by test/robustness/faults.spec.ts (Redis killed under
+ * load: usage equals the 200s).
+ */
+function retryRelease(release: () => Promise<unknown>): void {
+  const until = Date.now() + RELEASE_RETRY.forMs;
+  const attempt = () => {
+    release().catch(() => {
+      if (Date.now() < until) setTimeout(attempt, RELEASE_RETRY.everyMs).unref();
+    });
+  };
+  setTimeout(attempt, RELEASE_RETRY.everyMs).unref();
+}
+
 function createTicket(o: TicketOptions): Ticket {
   const { store, clientId, period, limit, reservationId } = o;
   let state: "none" | "pending" | "committed" = "none";
   let reserving: Promise<void> | undefined;
   let committing: Promise<UsageSnapshot> | undefined;
+  // A commit was sent but its answer lost (a store error): it may have committed without a 200.
+  let commitUnknown = false;
   let held = 0;
   let renewTimer: NodeJS.Timeout | undefined;
   const stop = () => {
@@ -166,6 +186,7 @@ function createTicket(o: TicketOptions): Ticket {
         try {
           commit = await store.commit(clientId, period, limit, reservationId);
         } catch (e) {
+          commitUnknown = true;
           throw toPalmError(e);
         }
         held = commit.used;
@@ -183,11 +204,19 @@ function createTicket(o: TicketOptions): Ticket {
       if (reserving) await reserving.catch(() => {});
       stop();
       if (state === "committed") return held;
+      const evenCommitted = commitUnknown;
       try {
-        held = state === "pending" ? await store.release(clientId, period, reservationId) : await store.usage(clientId, period);
+        held = state === "pending" ? await store.release(clientId, period, reservationId, { evenCommitted }) : await store.usage(clientId, period);
         return held;
       } catch {
-        if (state === "pending") o.logger?.warn({ client_id: clientId }, "quota release failed; the unit's lease gives it back");
+        if (state !== "pending") return undefined;
+        if (!evenCommitted) {
+          o.logger?.warn({ client_id: clientId }, "quota release failed; the unit's lease gives it back");
+          return undefined;
+        }
+        // A committed unit has no lease to lapse: retry until the store answers (bounded).
+        o.logger?.warn({ client_id: clientId }, "quota release after a lost commit answer failed; retrying");
+        retryRelease(() => store.release(clientId, period, reservationId, { evenCommitted: true }));
         return undefined;
       }
     },

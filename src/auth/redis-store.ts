@@ -81,10 +81,10 @@ redis.call('ZADD', KEYS[1], -place, ARGV[3])
 redis.call('EXPIREAT', KEYS[1], ARGV[2])
 return {1, place, redis.call('ZCARD', KEYS[1])}`;
 
-// ARGV: id. Drops a pending unit only; a committed one stays.
+// ARGV: id, evenCommitted ('1'). Drops a pending unit; a committed one only with evenCommitted.
 const RELEASE = `
 local s = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if s and tonumber(s) > 0 then redis.call('ZREM', KEYS[1], ARGV[1]) end
+if s and (tonumber(s) > 0 or ARGV[2] == '1') then redis.call('ZREM', KEYS[1], ARGV[1]) end
 return redis.call('ZCARD', KEYS[1])`;
 
 const USAGE = `${PRELUDE}
@@ -99,7 +99,7 @@ type ScriptedRedis = (Redis | Cluster) & {
   palmReserve(key: string, limit: number, expireAt: number, id: string, leaseMs: number): Promise<[number, number]>;
   palmRenew(key: string, id: string, leaseMs: number): Promise<number>;
   palmCommit(key: string, limit: number, expireAt: number, id: string): Promise<[number, number, number]>;
-  palmRelease(key: string, id: string): Promise<number>;
+  palmRelease(key: string, id: string, evenCommitted: string): Promise<number>;
   palmUsage(key: string): Promise<number>;
   palmRevoke(key: string, now: number): Promise<number>;
 };
@@ -259,8 +259,8 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
         );
         return { committed: committed === 1, place: Number(place), used: Number(used) };
       }),
-    release: (clientId, period, reservationId) =>
-      guard("release", async () => Number(await redis.palmRelease(usageKey(clientId, period), reservationId))),
+    release: (clientId, period, reservationId, options = {}) =>
+      guard("release", async () => Number(await redis.palmRelease(usageKey(clientId, period), reservationId, options.evenCommitted ? "1" : "0"))),
     usage: (clientId, period) => guard("usage", async () => Number(await redis.palmUsage(usageKey(clientId, period)))),
     createKey: (clientId, keyHash, plan) =>
       guard("createKey", async () => {

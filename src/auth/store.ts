@@ -62,6 +62,15 @@ export interface Commit {
  * died is given back without that replica (test/integration/quota-leases.spec.ts). Committed
  * units are never given back. The count against the limit is committed + live pending.
  */
+/** ReleaseOptions tune {@link Store.release}. */
+export interface ReleaseOptions {
+  /**
+   * Drop the unit even if it is committed: for a request whose commit was sent but whose answer
+   * was lost, so that it may have committed although no 200 was sent. Default false.
+   */
+  evenCommitted?: boolean;
+}
+
 export interface Store {
   /** findKey resolves a key hash to its owner; undefined when unknown or revoked. */
   findKey(keyHash: string): Promise<KeyOwner | undefined>;
@@ -84,7 +93,7 @@ export interface Store {
    * Idempotent, and a no-op for a unit that was never reserved or is committed: a release sent
    * after a reserve whose answer was lost (timeout) is always safe.
    */
-  release(clientId: string, period: QuotaPeriod, reservationId: string): Promise<number>;
+  release(clientId: string, period: QuotaPeriod, reservationId: string, options?: ReleaseOptions): Promise<number>;
   /** usage returns the client's units held for `period`: committed plus live pending. */
   usage(clientId: string, period: QuotaPeriod): Promise<number>;
   /** createKey stores a key hash for a client, creating the client on `plan` (default "free") if new. */

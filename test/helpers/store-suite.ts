@@ -111,6 +111,16 @@ export function describeStore(name: string, open: () => Promise<Store>): void {
       expect(await store.usage("acme", period)).toBe(3);
     });
 
+    it("releases even a committed unit when asked to (a commit whose answer was lost, no 200 sent)", async () => {
+      const store = await open();
+      for (const id of ["r1", "r2"]) await store.reserve("acme", period, 5, id, LEASE);
+      await store.commit("acme", period, 5, "r1");
+      expect(await store.release("acme", period, "r1")).toBe(2);
+      expect(await store.release("acme", period, "r1", { evenCommitted: true })).toBe(1);
+      expect(await store.release("acme", period, "r2", { evenCommitted: true })).toBe(0);
+      expect(await store.usage("acme", period)).toBe(0);
+    });
+
     it("gives back a pending unit whose lease passed, and keeps one whose lease was renewed", async () => {
       const store = await open();
       await store.reserve("acme", period, 2, "dead", 300);
