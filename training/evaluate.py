@@ -550,8 +550,13 @@ def tune_canonical(net, data_root, calib_path):
     # Per line, the hysteresis threshold a detected line is followed along (`grow`): the one under
     # which the most validation palms, plain and with long faint stretches (val_canon_fades), have
     # the line localised; ties to the 3-px F1 after post-processing, then to the higher threshold.
-    fi, fm, _ = load_shards(os.path.join(data_root, "val_canon_fades"))
-    gp, gg = np.concatenate([vp, predict(net, fi)]), np.concatenate([vg, unpack(fm)])
+    # 2.1 on: also val_canon_hard (the hard extras of synth.hard_extras), where it was generated.
+    gp, gg = vp, vg
+    for extra in ("val_canon_fades", "val_canon_hard"):
+        if extra == "val_canon_hard" and not os.path.isdir(os.path.join(data_root, extra)):
+            continue
+        fi, fm, _ = load_shards(os.path.join(data_root, extra))
+        gp, gg = np.concatenate([gp, predict(net, fi)]), np.concatenate([gg, unpack(fm)])
     det = {"min_pixels": mp, "min_confidence": mc}
     gpd = [palm_distance(p[0].astype(np.float32), thr["palm"]) for p in gp]
     grow = {}
@@ -591,10 +596,17 @@ def evaluate_canonical(net, data_root, split, calib, limit=None):
     cp, cg = predict(net, ci_), unpack(cm)
     ni, _, _ = load_shards(os.path.join(data_root, f"{split}_canon_neg"), limit)
     npb = predict(net, ni)
-    return {"lines": line_metrics(cp, cg, thr, det), "palm": palm_iou(cp, cg, thr["palm"]),
-            "palms_answered_with_lines": round(float(np.mean(canonical_reported(cp, thr, det, min_palm))), 4),
-            "backs_answered_without": round(float(np.mean(~canonical_reported(npb, thr, det, min_palm))), 4),
-            "sizes": {"palms": len(ci_), "backs": len(ni)}}
+    res = {"lines": line_metrics(cp, cg, thr, det), "palm": palm_iou(cp, cg, thr["palm"]),
+           "palms_answered_with_lines": round(float(np.mean(canonical_reported(cp, thr, det, min_palm))), 4),
+           "backs_answered_without": round(float(np.mean(~canonical_reported(npb, thr, det, min_palm))), 4),
+           "sizes": {"palms": len(ci_), "backs": len(ni)}}
+    hard = os.path.join(data_root, f"{split}_canon_hard")
+    if os.path.isdir(hard):
+        # palms with the hard extras (synth.hard_extras): 2.1's target
+        hi, hm, _ = load_shards(hard, limit)
+        res["lines_hard"] = line_metrics(predict(net, hi), unpack(hm), thr, det)
+        res["sizes"]["hard_palms"] = len(hi)
+    return res
 
 
 def main():

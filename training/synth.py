@@ -433,8 +433,36 @@ def render_hand(rng, A_ss, bg, h, dorsal=False, lines=None, line_style=None, arm
             # principal lines
             for name, pts in lines.items():
                 st = line_style[name]
-                cc.draw(rng, tp(A_ss, pts), st["width"] * ppu, st["depth"] * strength, light, hl,
+                drawn = pts
+                if "chain" in st:
+                    # the lower part as short pieces, each offset across the line and overlapping the next
+                    start, pieces = st["chain"]
+                    k = max(2, int(start * len(pts)))
+                    drawn = pts[:k + 1]
+                    rest = resample(pts[k:], 0.01)
+                    bounds = np.linspace(0, len(rest) - 1, pieces + 1).astype(int)
+                    for a0, a1 in zip(bounds[:-1], bounds[1:]):
+                        ext = int(rng.integers(0, 4))
+                        seg = rest[max(0, a0 - ext):min(len(rest), a1 + ext + 1)]
+                        if len(seg) < 2:
+                            continue
+                        d = seg[-1] - seg[0]
+                        nrm = np.array([-d[1], d[0]]) / max(np.linalg.norm(d), 1e-6)
+                        seg = seg + nrm * rng.normal(0, 0.008)
+                        cc.draw(rng, tp(A_ss, seg), st["width"] * ppu * rng.uniform(0.6, 1.0),
+                                st["depth"] * strength * rng.uniform(0.35, 0.9), light, hl, taper=0.3)
+                cc.draw(rng, tp(A_ss, drawn), st["width"] * ppu, st["depth"] * strength, light, hl,
                         breaks=st["breaks"], taper=st["taper"], fade=st.get("fade"))
+                if "parallel" in st:
+                    # a crease alongside this line that does not start where it starts
+                    off, u0, u1, depth = st["parallel"]
+                    P = resample(pts, 0.01)
+                    seg = P[int(u0 * (len(P) - 1)):int(u1 * (len(P) - 1)) + 1]
+                    if len(seg) >= 2:
+                        tang = np.gradient(seg, axis=0)
+                        nrm = np.stack([-tang[:, 1], tang[:, 0]], 1) / np.maximum(np.linalg.norm(tang, axis=1, keepdims=True), 1e-6)
+                        cc.draw(rng, tp(A_ss, seg + off * nrm), st["width"] * ppu * rng.uniform(0.7, 1.2),
+                                st["depth"] * strength * depth, light, hl, breaks=0.3)
                 for _ in range(st["branches"]):
                     i = rng.integers(3, len(pts) - 3)
                     p0 = pts[i]
@@ -445,6 +473,12 @@ def render_hand(rng, A_ss, bg, h, dorsal=False, lines=None, line_style=None, arm
                     cc.draw(rng, tp(A_ss, br), st["width"] * ppu * 0.7, st["depth"] * strength * rng.uniform(0.3, 0.8), light, hl)
             L = h["L"]
             U = rng.uniform
+            # folds across the base of the palm, through where the life line ends (fades=2)
+            for _ in range(line_style.get("wrist_folds", 0)):
+                y = L * U(0.8, 0.98)
+                fold = bezier([(U(-0.5, -0.2), y + U(-0.04, 0.04)), (U(0.0, 0.2), y + U(-0.02, 0.06)),
+                               (U(0.4, 0.55), y + U(-0.08, 0.02))], 24)
+                cc.draw(rng, tp(A_ss, fold), cw(0.005, 0.016), strength * U(0.15, 0.6), light, hl, breaks=0.4)
             # fate / sun lines, thumb web creases, thenar hatching: strong distractors
             if rng.random() < 0.55:
                 p0 = np.array([U(-0.12, 0.12), L * U(0.85, 1.0)])
@@ -566,7 +600,11 @@ def line_styles(rng, fades=False):
     """Per principal line: width, depth, breaks, taper, branches; with `fades` (a generator
     option, off for the evaluation sets so that their seeds draw the same samples as before),
     also, for 60% of the lines, a long stretch (20-65% of the crease) dimmed to 15-50% of its
-    depth: real creases often run on faint for a third or half of their length."""
+    depth: real creases often run on faint for a third or half of their length.
+    `fades=2` (palm-lines 2.1's training sets) adds what hides a line's course on real palms:
+    the life line's lower part very faint (4-25% of its depth) or broken into a chain of short
+    offset pieces, folds across the base of the palm where the life line ends, and creases
+    parallel to the head line that do not start where it starts (see hard_extras)."""
     st = {}
     for name in ("heart", "head", "life"):
         st[name] = dict(width=rng.uniform(0.007, 0.026), depth=rng.uniform(0.15, 0.6),
@@ -583,7 +621,22 @@ def line_styles(rng, fades=False):
                 start = {"start": rng.uniform(0.2, 0.5), "end": rng.uniform(0.35, 0.8),
                          "mid": rng.uniform(0.15, 0.85 - length)}[where]
                 st[name]["fade"] = (where, start, length, rng.uniform(0.15, 0.5))
+    if fades == 2:
+        hard_extras(rng, st)
     return st
+
+
+def hard_extras(rng, st):
+    """The extras of `fades=2` (line_styles), drawn by render_hand; masks stay the true lines."""
+    U = rng.uniform
+    if rng.random() < 0.4:
+        st["life"]["fade"] = ("end", U(0.4, 0.7), 0.0, U(0.04, 0.25))
+    if rng.random() < 0.35:
+        st["life"]["chain"] = (U(0.45, 0.7), int(rng.integers(2, 5)))
+    if rng.random() < 0.35:
+        side = 1.0 if rng.random() < 0.5 else -1.0
+        st["head"]["parallel"] = (side * U(0.035, 0.09), U(0.1, 0.35), U(0.7, 1.0), U(0.6, 1.1))
+    st["wrist_folds"] = int(rng.integers(1, 4)) if rng.random() < 0.5 else 0
 
 
 def hand_pose(rng, photo_w, photo_h, h, scene):
