@@ -347,7 +347,7 @@ const FLOOR: Scenario = {
   concurrency: "1",
   server: "none",
   inDefault: false,
-  how: "The floor's stages (decode, resize, one line-model pass, post-processing, mask PNGs, overlay JPEG), median of 5 runs (2 with --quick) after an untimed one, per workload.",
+  how: "The floor (`analyzeImage()` in the bench process, one worker's settings) and its stages from the engine's own timings (decode, hand landmarks, palm frame, line model, post-processing, mask PNGs, overlay JPEG), median of 5 runs (2 with --quick) after an untimed one, per workload.",
   async run(ctx) {
     const ws = (["12MP JPEG", "1MP JPEG", "2MP PNG"] as const).map((n) => ctx.workload(n));
     const rows = await measureFloor(ws, { iterations: q(ctx, 5, 2) });
@@ -357,7 +357,7 @@ const FLOOR: Scenario = {
       detail: rows
         .map(
           (r) =>
-            `${r.workload}: decode ${ms(r.decode)}, resize ${ms(r.resize)}, line model ${ms(r.inferEngine)} (${r.passes} pass), post ${ms(r.postprocess)}, ` +
+            `${r.workload}: decode ${ms(r.decode)}, landmarks ${ms(r.landmarks)}, frame ${ms(r.frame)}, line model ${ms(r.inference)}, post ${ms(r.postprocess)}, ` +
             `masks ${ms(r.maskEncode)}, overlay ${ms(r.overlayEncode)} ms, ${f(r.cores)} cores, lines ${r.detected.join("+") || "none"}`,
         )
         .join("; "),

@@ -88,7 +88,8 @@ export async function startServerProcess(env: Record<string, string>, nodeArgs: 
     url,
     memory: () => {
       const tree = processTree(pid);
-      return { rss: sumOver(tree, (p) => statusBytes(p, "VmRSS")), hwm: sumOver(tree, (p) => statusBytes(p, "VmHWM")) };
+      // A process that is exiting (a zombie) has no Vm lines: it counts 0, not NaN.
+      return { rss: sumOver(tree, (p) => statusBytes(p, "VmRSS") || 0), hwm: sumOver(tree, (p) => statusBytes(p, "VmHWM") || 0) };
     },
     cpuSeconds: () => sumOver(processTree(pid), cpuSecondsOf),
     resetPeak() {
