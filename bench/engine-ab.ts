@@ -1,21 +1,14 @@
 /**
- * engine-ab: the engine's own time per image (analyzeImage(), in this process, one onnxruntime
- * thread per session as a worker runs it) of this checkout against another checkout's, on the
- * same photos, in alternating rounds so that a machine whose speed drifts moves both sides alike.
- *
- *     node --import tsx bench/engine-ab.ts --a <other checkout> [--rounds 8]
- *
- * Workloads: the README's sample photo scaled to 12 MP (a whole hand, so that every stage of the
- * landmark pipeline runs), and the real 12 MP photo IMG_0384.jpg of ../shared/real-palms when present.
- * Prints per workload the median of each side, the median of the per-round ratios (this / a),
- * and both sides' lines found.
+ * The engine's own time per image (analyzeImage(), in this process, one onnxruntime thread per
+ * session as a worker runs it) of this checkout against another checkout's, on the same photos,
+ * in alternating rounds so that a machine whose speed drifts moves both sides alike: the
+ * engine-ab scenario (`npm run bench -- --scenario engine-ab --a <other checkout>`).
  */
 import { existsSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import sharp from "sharp";
 import { analyzeImage, createPipelineEngine } from "../src/inference/pipeline.js";
-import { argValue } from "./args.js";
 import { median } from "./stats.js";
 
 interface Side {
@@ -61,10 +54,23 @@ async function otherSide(dir: string): Promise<Side> {
   };
 }
 
-async function main(): Promise<void> {
-  const a = argValue("--a");
-  if (!a) throw new Error("usage: bench/engine-ab.ts --a <other checkout> [--rounds N]");
-  const rounds = Number(argValue("--rounds") ?? 8);
+/** EngineAbRow is one workload's comparison. */
+export interface EngineAbRow {
+  workload: string;
+  names: [string, string];
+  /** Median ms of each side. */
+  ms: [number, number];
+  /** Median of the per-round ratios this / a. */
+  ratio: number;
+  lines: [string, string];
+}
+
+/**
+ * engineAb times this checkout's analyzeImage() against the one in `dir`, `rounds` alternating
+ * rounds after an untimed warm-up, on the README sample at 12 MP and, when present, the real
+ * 12 MP photo IMG_0384.jpg of ../shared/real-palms.
+ */
+export async function engineAb(dir: string, rounds: number): Promise<EngineAbRow[]> {
   sharp.cache(false);
   const sample = readFileSync(new URL("../examples/sample-palm.jpg", import.meta.url));
   const workloads: { name: string; bytes: Uint8Array }[] = [
@@ -72,15 +78,14 @@ async function main(): Promise<void> {
   ];
   const real = resolve(new URL(".", import.meta.url).pathname, "../../shared/real-palms/IMG_0384.jpg");
   if (existsSync(real)) workloads.push({ name: "IMG_0384 (12 MP)", bytes: readFileSync(real) });
-  const sides = [await thisSide(), await otherSide(resolve(a))];
+  const sides = [await thisSide(), await otherSide(resolve(dir))];
+  const rows: EngineAbRow[] = [];
   try {
-    console.log(`| workload | ${sides[0].name} ms | ${sides[1].name} ms | this / a (median of ${rounds} rounds) | lines this / a |`);
-    console.log("|---|---|---|---|---|");
     for (const w of workloads) {
       for (const s of sides) await s.run(w.bytes); // warm-up, untimed
       const ms: number[][] = [[], []];
       const ratios: number[] = [];
-      let found = ["", ""];
+      const found = ["", ""];
       for (let r = 0; r < rounds; r++) {
         const order = r % 2 === 0 ? [0, 1] : [1, 0];
         const got: number[] = [];
@@ -92,14 +97,10 @@ async function main(): Promise<void> {
         }
         ratios.push(got[0] / got[1]);
       }
-      console.log(`| ${w.name} | ${median(ms[0]).toFixed(0)} | ${median(ms[1]).toFixed(0)} | ${median(ratios).toFixed(3)}x | ${found[0]} / ${found[1]} |`);
+      rows.push({ workload: w.name, names: [sides[0].name, sides[1].name], ms: [median(ms[0]), median(ms[1])], ratio: median(ratios), lines: [found[0], found[1]] });
     }
   } finally {
     for (const s of sides) await s.close();
   }
+  return rows;
 }
-
-main().catch((e: unknown) => {
-  console.error(e instanceof Error ? e.message : e);
-  process.exitCode = 1;
-});

@@ -1,13 +1,12 @@
 /**
  * The engine alone, in paired rounds: an analyzer (its worker pool started by this process) fed one
- * image by 1 and then 2 closed loops, with no HTTP, JSON, base64 or load generator. Used by
- * bench/engine-scaling.ts and by `npm run bench` (table b2), so that the server's c=2 / c=1
- * ratio can be read next to what the engine itself allows on the same machine.
+ * image by 1 and then 2 closed loops, with no HTTP, JSON, base64 or load generator. The
+ * engine-scaling scenario, so that the server's c=2 / c=1 ratio can be read next to what the
+ * engine itself allows on the same machine.
  */
 import { cpuUsage } from "node:process";
 import type { EngineAnalyzer } from "../src/inference/analyzer.js";
-import { cpuSecondsOf, sumOver } from "../test/helpers/proc.js";
-import { machineCores, machineCpu } from "./server-process.js";
+import { cpuSecondsOf, machineCores, machineCpu, sumOver } from "../test/helpers/index.js";
 
 /** EngineCell is one closed-loop measurement. */
 export interface EngineCell {

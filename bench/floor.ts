@@ -4,27 +4,23 @@
  * a worker per core, sharp's cache off). No HTTP, JSON, base64, worker hand-over or queueing.
  */
 import sharp from "sharp";
-import { decodeImage } from "../src/image/decode.js";
-import { preprocessLetterbox } from "../src/image/preprocess.js";
-import { analyzeImage, createPipelineEngine, tensorSpec, type StageTimings } from "../src/inference/pipeline.js";
+import { analyzeImage, createPipelineEngine, type StageTimings } from "../src/inference/pipeline.js";
 import { median } from "./stats.js";
 import type { Workload } from "./workloads.js";
 
-/** FloorResult is the median milliseconds of each stage of one workload. */
+/** FloorResult is the median milliseconds of each stage of one workload (the engine's own timings). */
 export interface FloorResult {
   workload: string;
   iterations: number;
   /** sharp decode at full size (header checks, EXIF orientation, to 8-bit RGB). */
   decode: number;
-  /** Resize of the whole image to the model input (letterbox) and tensor conversion. */
-  resize: number;
-  /** One ONNX inference pass. */
-  inferOnePass: number;
-  /** The engine's inference time per image (one pass without a palm, two with one). */
-  inferEngine: number;
-  /** Passes the engine ran (inferEngine / inferOnePass, rounded). */
-  passes: number;
-  /** Post-processing (palm box, line selection, full-size mask rendering). */
+  /** The hand search: the small copy and the landmark models. */
+  landmarks: number;
+  /** The canonical palm frame cut for the line model. */
+  frame: number;
+  /** The line model. */
+  inference: number;
+  /** Post-processing (line selection, tracing, mapping back onto the photo). */
   postprocess: number;
   /** The three mask PNG encodes together. */
   maskEncode: number;
@@ -45,12 +41,10 @@ export interface FloorOptions {
   intraOpNumThreads?: number;
 }
 
-/** measureFloor loads one model session and measures every workload. */
+/** measureFloor loads the engine once and measures every workload. */
 export async function measureFloor(workloads: readonly Workload[], options: FloorOptions): Promise<FloorResult[]> {
   sharp.cache(false); // as inference-worker.ts
   const engine = await createPipelineEngine({ intraOpNumThreads: options.intraOpNumThreads ?? 1 });
-  const session = engine.lines;
-  const spec = tensorSpec(session.metadata);
   const results: FloorResult[] = [];
   try {
     for (const w of workloads) {
@@ -60,21 +54,12 @@ export async function measureFloor(workloads: readonly Workload[], options: Floo
       // One untimed round first (page cache, lazy allocations).
       await analyzeImage(w.bytes, engine);
       for (let i = 0; i < options.iterations; i++) {
-        let t = performance.now();
-        const image = await decodeImage(w.bytes);
-        add("decode", performance.now() - t);
-        t = performance.now();
-        const pre = await preprocessLetterbox(image, spec);
-        add("resize", performance.now() - t);
-        t = performance.now();
-        await session.run(pre.tensor);
-        add("infer", performance.now() - t);
         const cpu0 = process.cpuUsage();
         const t0 = performance.now();
         const { result, timings } = await analyzeImage(w.bytes, engine);
         const cpu = process.cpuUsage(cpu0);
         add("cores", (cpu.user + cpu.system) / 1000 / (performance.now() - t0));
-        for (const k of Object.keys(timings) as (keyof StageTimings)[]) add(`engine.${k}`, timings[k]);
+        for (const k of Object.keys(timings) as (keyof StageTimings)[]) add(k, timings[k]);
         detected = Object.entries(result.stats)
           .filter(([, s]) => s.detected)
           .map(([n]) => n);
@@ -84,14 +69,13 @@ export async function measureFloor(workloads: readonly Workload[], options: Floo
         workload: w.name,
         iterations: options.iterations,
         decode: m("decode"),
-        resize: m("resize"),
-        inferOnePass: m("infer"),
-        inferEngine: m("engine.inference"),
-        passes: Math.max(1, Math.round(m("engine.inference") / m("infer"))),
-        postprocess: m("engine.postprocess"),
-        maskEncode: m("engine.maskEncode"),
-        overlayEncode: m("engine.overlayEncode"),
-        total: m("engine.total"),
+        landmarks: m("landmarks"),
+        frame: m("preprocess"),
+        inference: m("inference"),
+        postprocess: m("postprocess"),
+        maskEncode: m("maskEncode"),
+        overlayEncode: m("overlayEncode"),
+        total: m("total"),
         cores: m("cores"),
         detected,
       });

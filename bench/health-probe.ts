@@ -1,12 +1,11 @@
 /**
- * Load and health probes shared by bench/run.ts (table c) and bench/health-ab.ts: analyses that
- * keep the CPUs busy, and a health probe that times the server's event loop meanwhile.
+ * Load and health probes of the health scenarios (bench/scenarios.ts): analyses that keep the
+ * CPUs busy, and a health probe that times the server's event loop meanwhile.
  */
 import { Worker } from "node:worker_threads";
 import autocannon from "autocannon";
 import { PalmService } from "../gen/palm/v1/palm_pb.js";
-import { callUnary, createGrpcJsClient } from "../test/helpers/grpc.js";
-import { trackPeakRss, type ServerProcess } from "./server-process.js";
+import { callUnary, createGrpcJsClient, trackPeakRss, type ServerProcess } from "../test/helpers/index.js";
 import type { Workload } from "./workloads.js";
 
 /**

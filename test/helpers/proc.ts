@@ -83,3 +83,34 @@ export function sumOver(pids: readonly number[], read: (pid: number) => number):
   }
   return sum;
 }
+
+/**
+ * machineCpu reads the whole machine's CPU time from /proc/stat (its aggregate `cpu` line), in
+ * seconds summed over the cores: idle (idle + iowait) and steal (taken by the hypervisor for other
+ * guests; a shared VM's cores are not all ours even when nothing of ours is idle).
+ */
+export function machineCpu(): { idle: number; steal: number } {
+  const line = readFileSync("/proc/stat", "utf8").split("\n", 1)[0];
+  const f = line.trim().split(/\s+/).slice(1).map(Number);
+  // user nice system idle iowait irq softirq steal ..., in USER_HZ (100) ticks
+  return { idle: (f[3] + f[4]) / 100, steal: (f[7] ?? 0) / 100 };
+}
+
+/** machineCores turns two machineCpu() readings `wallS` seconds apart into cores (1.0 = one core all along). */
+export function machineCores(from: ReturnType<typeof machineCpu>, to: ReturnType<typeof machineCpu>, wallS: number) {
+  return { idle: (to.idle - from.idle) / wallS, steal: (to.steal - from.steal) / wallS };
+}
+
+/**
+ * runNs is the time thread `tid` of process `pid` (default its main thread: a Node process's event
+ * loop) has spent running on a CPU, in nanoseconds (/proc/<pid>/task/<tid>/schedstat, field 1):
+ * finer than the 10 ms ticks of cpuSecondsOf, for costs of a millisecond or less.
+ */
+export function runNs(pid: number, tid = pid): number {
+  return Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, "utf8").split(" ")[0]);
+}
+
+/** processRunNs sums runNs over the live threads of process `pid` (threads that ended are not counted). */
+export function processRunNs(pid: number): number {
+  return sumOver(readdirSync(`/proc/${pid}/task`).map(Number), (tid) => runNs(pid, tid));
+}

@@ -4,10 +4,10 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
-import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
+import { freePort, waitForPort } from "./ports.js";
 
 /** RedisProcess is a running (or stopped) redis-server. */
 export interface RedisProcess {
@@ -33,37 +33,6 @@ export interface StartRedisOptions {
    * persistence, a restarted server is empty.
    */
   durable?: boolean;
-}
-
-/** freePort asks the OS for a free TCP port. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-function waitForPort(port: number, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  return new Promise((resolve, reject) => {
-    const attempt = () => {
-      const c = net.connect(port, "127.0.0.1");
-      c.once("connect", () => {
-        c.end();
-        resolve();
-      });
-      c.once("error", () => {
-        c.destroy();
-        if (Date.now() > deadline) reject(new Error(`redis-server did not listen on ${port}`));
-        else setTimeout(attempt, 25);
-      });
-    };
-    attempt();
-  });
 }
 
 /** startRedis spawns `redis-server --port P --save ""`, without persistence unless `durable`. */

@@ -16,7 +16,8 @@ import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
 import { createTestAnalyzer } from "../helpers/analyzer.js";
 import { makeImage } from "../helpers/images.js";
 import { registerKey } from "../helpers/keys.js";
-import { freePort, startRedis, uniquePrefix } from "../helpers/redis.js";
+import { freePort, waitForPort } from "../helpers/ports.js";
+import { startRedis, uniquePrefix } from "../helpers/redis.js";
 import { postAnalyze, rawRequest } from "../helpers/rest.js";
 import { startServer } from "../helpers/server.js";
 
@@ -37,21 +38,6 @@ afterEach(async () => {
 });
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** waitForPort polls until something accepts TCP connections on `port`. */
-async function waitForPort(port: number, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const ok = await new Promise<boolean>((resolve) => {
-      const c = net.connect(port, "127.0.0.1");
-      c.once("connect", () => (c.end(), resolve(true)));
-      c.once("error", () => (c.destroy(), resolve(false)));
-    });
-    if (ok) return;
-    if (Date.now() > deadline) throw new Error(`nothing listens on ${port} after ${timeoutMs} ms`);
-    await sleep(25);
-  }
-}
 
 /** tryConnect resolves with the connection error code, or "connected". */
 function tryConnect(port: number): Promise<string> {

@@ -1,17 +1,18 @@
 /**
- * The server under test as a child process (`npm start`'s command, configured through
- * its environment), and its memory read from /proc: VmRSS sampled, VmHWM (peak) reset per
- * measurement through /proc/<pid>/clear_refs. The server's analysis workers are its child
- * processes: memory and CPU are summed over the server and its descendants.
+ * The server as a child process, started one way only: {@link startServerProcess} runs the
+ * checkout's own `npm start` command ({@link startCommand}), configured through its environment.
+ * Where the server comes to start differently (a compiled entry point, other OS-tuning switches),
+ * startCommand is the one place to change. Its memory is read from /proc: VmRSS sampled, VmHWM
+ * (peak) reset per measurement through /proc/<pid>/clear_refs. The server's analysis workers are
+ * its child processes: memory and CPU are summed over the server and its descendants.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
-import net from "node:net";
 import { fileURLToPath } from "node:url";
-import { cpuSecondsOf, processTree, statusBytes, sumOver } from "../test/helpers/proc.js";
-import { freePort } from "../test/helpers/redis.js";
+import { cpuSecondsOf, processTree, statusBytes, sumOver } from "./proc.js";
+import { freePort } from "./ports.js";
 
-const ROOT = fileURLToPath(new URL("..", import.meta.url));
+const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
 /** ServerProcess is a running server child. */
 export interface ServerProcess {
@@ -87,7 +88,8 @@ export async function startServerProcess(env: Record<string, string>, nodeArgs: 
     url,
     memory: () => {
       const tree = processTree(pid);
-      return { rss: sumOver(tree, (p) => statusBytes(p, "VmRSS")), hwm: sumOver(tree, (p) => statusBytes(p, "VmHWM")) };
+      // A process that is exiting (a zombie) has no Vm lines: it counts 0, not NaN.
+      return { rss: sumOver(tree, (p) => statusBytes(p, "VmRSS") || 0), hwm: sumOver(tree, (p) => statusBytes(p, "VmHWM") || 0) };
     },
     cpuSeconds: () => sumOver(processTree(pid), cpuSecondsOf),
     resetPeak() {
@@ -106,23 +108,6 @@ export async function startServerProcess(env: Record<string, string>, nodeArgs: 
       return code;
     },
   };
-}
-
-/**
- * machineCpu reads the whole machine's CPU time from /proc/stat (its aggregate `cpu` line), in
- * seconds summed over the cores: idle (idle + iowait) and steal (taken by the hypervisor for other
- * guests; a shared VM's cores are not all ours even when nothing of ours is idle).
- */
-export function machineCpu(): { idle: number; steal: number } {
-  const line = readFileSync("/proc/stat", "utf8").split("\n", 1)[0];
-  const f = line.trim().split(/\s+/).slice(1).map(Number);
-  // user nice system idle iowait irq softirq steal ..., in USER_HZ (100) ticks
-  return { idle: (f[3] + f[4]) / 100, steal: (f[7] ?? 0) / 100 };
-}
-
-/** machineCores turns two machineCpu() readings `wallS` seconds apart into cores (1.0 = one core all along). */
-export function machineCores(from: ReturnType<typeof machineCpu>, to: ReturnType<typeof machineCpu>, wallS: number) {
-  return { idle: (to.idle - from.idle) / wallS, steal: (to.steal - from.steal) / wallS };
 }
 
 /**
