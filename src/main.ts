@@ -1,9 +1,11 @@
 /**
- * Entry point (`npm start`): configuration, store, analysis engine, server, signals.
+ * Entry point (`npm start`, compiled to dist/src/main.js): configuration, store, analysis engine,
+ * server, signals.
  */
 import { openStore } from "./auth/open-store.js";
 import { ConfigError, loadConfig, unknownVariables, type Config } from "./config.js";
 import { createAnalyzer } from "./inference/analyzer.js";
+import { expectedNodeFlags, missingNodeFlags } from "./launch/node-flags.js";
 import { createLogger } from "./log.js";
 import { createPalmServer } from "./server/server.js";
 import { startThreadPriority } from "./thread-priority.js";
@@ -20,6 +22,8 @@ async function main(): Promise<void> {
     throw e;
   }
   const logger = createLogger({ level: config.logLevel });
+  const missingFlags = missingNodeFlags(expectedNodeFlags());
+  if (missingFlags.length > 0) logger.warn({ flags: missingFlags }, "started without the Node flags of npm start (see docs/decisions/node-flags.md)");
   for (const name of unknownVariables()) logger.warn({ variable: name }, "unknown PALM_* variable ignored (a typo?)");
   if ((config.redisUrl !== undefined || config.redisClusterNodes !== undefined) && config.devKey !== undefined) {
     logger.warn("PALM_DEV_KEY is ignored with REDIS_URL or REDIS_CLUSTER_NODES: create keys with palmctl");

@@ -4,13 +4,13 @@
  * analyzer only calls it from its worker processes.
  */
 import { readFile } from "node:fs/promises";
-import { dirname, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import * as ort from "onnxruntime-node";
+import { PACKAGE_ROOT } from "../package-root.js";
 import { ModelMetadataError, parseModelMetadata, readOnnxMetadataProps, type ModelMetadata } from "./model-metadata.js";
 
 /** DEFAULT_MODEL_PATH is `models/palm-lines/palm-lines.onnx`, resolved relative to the repository root. */
-export const DEFAULT_MODEL_PATH = resolve(dirname(fileURLToPath(import.meta.url)), "../../models/palm-lines/palm-lines.onnx");
+export const DEFAULT_MODEL_PATH = join(PACKAGE_ROOT, "models/palm-lines/palm-lines.onnx");
 
 /** ModelLoadError is thrown at start-up when the model file is missing, malformed or lacks metadata. */
 export class ModelLoadError extends Error {
