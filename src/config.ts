@@ -55,10 +55,8 @@ export interface Config {
   readonly maxQueue: number | undefined;
   /** REST codec worker threads (large JSON bodies off the event loop); undefined → a quarter of the cores, 1 to 4; 0 → inline. */
   readonly restCodecThreads: number | undefined;
-  /** Nice value of the threads started after start-up (workers, libvips, onnxruntime); 0 leaves them as they are. Default 10. */
-  readonly threadNice: number;
-  /** Scheduling policy of the analysis worker processes: "idle" (SCHED_IDLE, Linux) or "normal" (only the nice value). Default "idle". */
-  readonly workerSched: "idle" | "normal";
+  /** OS tuning by the launcher (src/launch/os-tuning.ts): nice values, SCHED_IDLE, CPU pinning. Default "on". */
+  readonly osTuning: "on" | "off";
   /** Origins allowed to call the API from a browser (CORS); "*" allows any. Default: none (the page's own origin needs no CORS). */
   readonly corsOrigins: readonly string[];
   /** Port of its own for `GET /metrics`; undefined serves it on {@link Config.port}. */
@@ -94,12 +92,20 @@ export const CONFIG_VARIABLES: readonly ConfigVariable[] = Object.freeze([
   { name: "PALM_WORKERS", default: "one per CPU core, at most 4", description: "analysis worker processes" },
   { name: "PALM_MAX_QUEUE", default: "2 x workers", description: "analyses waiting before 503 overloaded" },
   { name: "PALM_REST_CODEC_THREADS", default: "a quarter of the cores, 1 to 4", description: "threads decoding large REST bodies and encoding responses (0: on the event loop)" },
-  { name: "PALM_THREAD_NICE", default: "10", description: "nice value of analysis and codec threads, so the event loop comes first under load (Linux; 0: off)" },
-  { name: "PALM_WORKER_SCHED", default: "idle", description: "idle: analysis workers run under SCHED_IDLE, so the event loop preempts them at once (Linux, util-linux chrt); normal: nice value only" },
+  { name: "PALM_OS_TUNING", default: "on", description: "on: engine and codec threads at nice 10, analysis workers under SCHED_IDLE and pinned while all cores are busy, so the event loop comes first (Linux); off: none of it" },
   { name: "PALM_CORS_ORIGINS", default: "none", description: "origins allowed to call the API from a browser, comma-separated, or *" },
   { name: "PALM_METRICS_PORT", default: "unset (the main port)", description: "port of its own for GET /metrics" },
   { name: "LOG_LEVEL", default: "info", description: "pino level: fatal, error, warn, info, debug, trace, silent" },
 ]);
+
+/**
+ * RETIRED_VARIABLES were read once and are refused now, with what replaced them: a deployment
+ * that still sets one would otherwise silently get something else than it asked for.
+ */
+export const RETIRED_VARIABLES: Readonly<Record<string, string>> = Object.freeze({
+  PALM_THREAD_NICE: "PALM_OS_TUNING=on|off replaced it (on: nice 10, as its default)",
+  PALM_WORKER_SCHED: "PALM_OS_TUNING=on|off replaced it (on: SCHED_IDLE workers, as idle did; off: no tuning at all)",
+});
 
 /** DEFAULT_PLAN_LIMITS are SPEC.md section 5's defaults. */
 export const DEFAULT_PLAN_LIMITS: PlanLimits = Object.freeze({ free: 100, starter: 1000, pro: 10000 });
@@ -167,6 +173,9 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
   }
   const cors = parseCorsOrigins(get("PALM_CORS_ORIGINS"));
   problems.push(...cors.problems);
+  for (const [name, replacement] of Object.entries(RETIRED_VARIABLES)) {
+    if (get(name) !== undefined) problems.push(`${name}: no longer read; ${replacement}`);
+  }
   const logLevel = get("LOG_LEVEL") ?? "info";
   if (!LOG_LEVELS.includes(logLevel)) {
     problems.push(`LOG_LEVEL: expected one of ${LOG_LEVELS.join(", ")}, got ${JSON.stringify(logLevel)}`);
@@ -190,8 +199,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     workers: get("PALM_WORKERS") === undefined ? undefined : int("PALM_WORKERS", 1, 1, 256),
     maxQueue: get("PALM_MAX_QUEUE") === undefined ? undefined : int("PALM_MAX_QUEUE", 0, 0, 100_000),
     restCodecThreads: get("PALM_REST_CODEC_THREADS") === undefined ? undefined : int("PALM_REST_CODEC_THREADS", 1, 0, 64),
-    threadNice: int("PALM_THREAD_NICE", 10, 0, 19),
-    workerSched: oneOf("PALM_WORKER_SCHED", ["idle", "normal"] as const, "idle"),
+    osTuning: oneOf("PALM_OS_TUNING", ["on", "off"] as const, "on"),
     corsOrigins: Object.freeze(cors.origins),
     metricsPort: get("PALM_METRICS_PORT") === undefined ? undefined : int("PALM_METRICS_PORT", 0, 0, 65535),
     logLevel,
@@ -205,7 +213,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
  * typos (PALM_PLAN_LIMIT), which main.ts reports as warnings at start-up.
  */
 export function unknownVariables(env: Readonly<Record<string, string | undefined>> = process.env): string[] {
-  const known = new Set(CONFIG_VARIABLES.map((v) => v.name));
+  const known = new Set([...CONFIG_VARIABLES.map((v) => v.name), ...Object.keys(RETIRED_VARIABLES)]);
   return Object.keys(env).filter((name) => name.startsWith("PALM_") && !known.has(name));
 }
 

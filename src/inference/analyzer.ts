@@ -9,7 +9,7 @@ import { OverloadedError } from "../image/image-error.js";
 import type { AnalysisResult, AnalyzeOptions, Analyzer } from "./analyzer-types.js";
 import { DEFAULT_MODEL_PATH, ModelLoadError, loadModelMetadata } from "./model-session.js";
 import type { PipelineOptions, StageTimings } from "./pipeline.js";
-import { createWorkerPool, type WorkerPool } from "./worker-pool.js";
+import { createWorkerPool, type WorkerPool, type WorkerPoolObserver } from "./worker-pool.js";
 
 /** AnalyzerOptions configure {@link createAnalyzer}. Every field is optional. */
 export interface AnalyzerOptions {
@@ -21,23 +21,14 @@ export interface AnalyzerOptions {
   /**
    * Worker processes, each with its own model session, each running one analysis at a time.
    * Default `min(os.availableParallelism(), DEFAULT_MAX_WORKERS)`. Memory, measured on 2 cores:
-   * about 155-165 MB RSS per worker process once warmed up (its own Node, tsx, sharp and
+   * about 155-165 MB RSS per worker process once warmed up (its own Node, sharp and
    * onnxruntime session, the shared libraries counted in each process's RSS), about 40 MB more
    * once it has run 12 MP photos (activation memory that glibc keeps for the next inference),
    * plus about 65 MB per running 12 MP analysis; more workers than cores only adds memory.
    */
   workers?: number;
-  /**
-   * Nice value of the worker processes' threads (Linux), so that the server's event loop gets
-   * the CPU first under load. Default 0 (unchanged).
-   */
-  nice?: number;
-  /**
-   * Run the worker processes under SCHED_IDLE (Linux; `chrt` from util-linux): any thread of the
-   * normal policy that wakes up, the server's event loop first, preempts them at once, where a
-   * nice value only weighs its share. Default false.
-   */
-  schedIdle?: boolean;
+  /** Told of the worker processes as they start and work (the launcher's OS tuning); default none. */
+  workerObserver?: WorkerPoolObserver;
   /**
    * Analyses running at once, at most `workers`. Default `workers`. Each running 12 MP
    * analysis holds about 60 MB of decoded pixels and buffers.
@@ -137,7 +128,8 @@ export async function createAnalyzer(options: AnalyzerOptions = {}): Promise<Eng
   try {
     pool = await createWorkerPool({
       size: workers,
-      workerData: { modelPath, intraOpNumThreads, nice: options.nice ?? 0, schedIdle: options.schedIdle ?? false, sharpConcurrency: 0, pipeline: options.pipeline ?? {} },
+      workerData: { modelPath, intraOpNumThreads, sharpConcurrency: 0, pipeline: options.pipeline ?? {} },
+      observer: options.workerObserver,
     });
   } catch (cause) {
     if (cause instanceof Error && cause.name === "ModelLoadError") throw new ModelLoadError(cause.message, { cause });

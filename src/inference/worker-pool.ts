@@ -1,16 +1,16 @@
 /**
  * A fixed pool of inference worker processes, each running one job at a time (started with
- * ../worker-process.ts, so the TypeScript entry also runs under tsx and vitest). Processes rather
- * than threads: each worker's libvips, libuv and V8 helper threads are its own, so a worker can be
- * confined to a core of its own when all cores are busy (./cpu-affinity.ts), and a worker killed
- * in the middle of a native call takes nothing else with it.
+ * ../worker-process.ts: compiled from dist/, TypeScript under tsx and vitest). Processes rather
+ * than threads: each worker's libvips, libuv and V8 helper threads are its own, so the launcher
+ * can schedule a worker as a whole (../launch/os-tuning.ts, told of the workers through
+ * {@link WorkerPoolObserver}), and a worker killed in the middle of a native call takes nothing
+ * else with it.
  */
 import type { ChildProcess } from "node:child_process";
 import { ImageError } from "../image/image-error.js";
 import { siblingModuleUrl } from "../worker-thread.js";
 import { spawnWorkerProcess } from "../worker-process.js";
 import type { AnalysisResult } from "./analyzer-types.js";
-import { cpusAllowed, createAffinitySetter, type AffinitySetter } from "./cpu-affinity.js";
 import type { StageTimings } from "./pipeline.js";
 import type { WorkerData, WorkerReply, WorkerRequest } from "./worker-protocol.js";
 
@@ -26,15 +26,26 @@ export interface WorkerPoolOptions {
   restartDelayMs?: number;
   /** Starts a worker (tests keep a handle on it or make it fail); default {@link spawnWorkerProcess}. */
   spawn?: (url: URL) => ChildProcess;
-  /**
-   * CPUs to confine busy workers to, one each in turn. Default: the CPUs this process may run on.
-   * Pinning happens only while at least this many workers are busy, and needs 2 or more CPUs.
-   */
-  cpus?: readonly number[];
-  /** How long the workers stay pinned after fewer than `cpus.length` are busy, ms. Default 250. */
-  unpinDelayMs?: number;
-  /** Sets the affinity (tests observe it); default {@link createAffinitySetter}. */
-  affinity?: AffinitySetter;
+  /** Told of the workers as they start and take or finish jobs; default none. */
+  observer?: WorkerPoolObserver;
+}
+
+/** PoolWorker is one live worker as the pool reports it: its slot (stable across replacements), pid and whether it runs a job. */
+export interface PoolWorker {
+  readonly slot: number;
+  readonly pid: number;
+  readonly busy: boolean;
+}
+
+/**
+ * WorkerPoolObserver is the pool's only hook for what runs around it (the launcher's OS tuning).
+ * Its calls are synchronous and must not throw.
+ */
+export interface WorkerPoolObserver {
+  /** A worker process was just started (its model not loaded yet); replacements included. */
+  started?(pid: number): void;
+  /** The live workers, after any of them became ready, took or finished a job, or died. */
+  changed?(workers: readonly PoolWorker[]): void;
 }
 
 /** JobOutcome is a finished job. */
@@ -102,45 +113,27 @@ export async function createWorkerPool(options: WorkerPoolOptions): Promise<Work
   let nextId = 1;
   let model = "";
 
-  const cpus = options.cpus ?? cpusAllowed();
-  const affinity = options.affinity ?? (cpus.length >= 2 && size >= cpus.length ? createAffinitySetter() : undefined);
-  let pinned = false;
-  let unpinTimer: NodeJS.Timeout | undefined;
+  const observer = options.observer ?? {};
 
-  function pin(slot: Slot): void {
-    const i = slots.indexOf(slot);
-    if (i >= 0 && slot.worker.pid) affinity!.set(slot.worker.pid, [cpus[i % cpus.length]]);
-  }
-
-  /** Pins every worker while all CPUs are taken by jobs; frees them again after a quiet spell. */
-  function updateAffinity(): void {
-    if (!affinity?.available || cpus.length < 2 || closed) return;
-    const busy = slots.filter((s) => s.alive && s.job).length;
-    if (busy >= cpus.length) {
-      clearTimeout(unpinTimer);
-      unpinTimer = undefined;
-      if (!pinned) {
-        pinned = true;
-        for (const s of slots) if (s.alive) pin(s);
-      }
-    } else if (pinned && !unpinTimer) {
-      unpinTimer = setTimeout(() => {
-        unpinTimer = undefined;
-        pinned = false;
-        for (const s of slots) if (s.alive && s.worker.pid) affinity.set(s.worker.pid, cpus);
-      }, options.unpinDelayMs ?? 250);
-      unpinTimer.unref();
-    }
+  /** Tells the observer the live workers and which run a job. */
+  function report(): void {
+    if (!observer.changed || closed) return;
+    const workers: PoolWorker[] = [];
+    slots.forEach((s, slot) => {
+      if (s.alive && s.worker.pid) workers.push({ slot, pid: s.worker.pid, busy: s.job !== undefined });
+    });
+    observer.changed(workers);
   }
 
   function notifyIdle(): void {
-    updateAffinity();
+    report();
     for (const cb of idleCallbacks) cb();
   }
 
   function start(): Promise<Slot> {
     return new Promise((resolveStart, rejectStart) => {
       const worker = (options.spawn ?? spawnWorkerProcess)(siblingModuleUrl(import.meta.url, "inference-worker"));
+      if (worker.pid) observer.started?.(worker.pid);
       const slot: Slot = { worker, busy: true, alive: false };
       let started = false;
       const timer = setTimeout(() => {
@@ -197,6 +190,7 @@ export async function createWorkerPool(options: WorkerPoolOptions): Promise<Work
         slot.job = undefined;
         job?.reject(new Error("The inference worker stopped unexpectedly.", { cause }));
         if (closed) return;
+        report();
         // Replace the dead worker; until it is ready the pool runs one short. A replacement
         // that fails to start is retried with a doubling delay (at most 30 s) until one starts.
         const i = slots.indexOf(slot);
@@ -205,7 +199,6 @@ export async function createWorkerPool(options: WorkerPoolOptions): Promise<Work
             (fresh) => {
               if (closed) return void stopProcess(fresh.worker);
               if (i >= 0) slots[i] = fresh;
-              if (pinned) pin(fresh);
               notifyIdle();
             },
             () => {
@@ -226,10 +219,10 @@ export async function createWorkerPool(options: WorkerPoolOptions): Promise<Work
   const failure = started.find((s): s is PromiseRejectedResult => s.status === "rejected");
   if (failure) {
     closed = true;
-    affinity?.close();
     await Promise.all(slots.map((s) => stopProcess(s.worker)));
     throw failure.reason;
   }
+  report();
 
   return {
     get model() {
@@ -271,13 +264,11 @@ export async function createWorkerPool(options: WorkerPoolOptions): Promise<Work
             slot.worker.kill("SIGKILL");
           }
         });
-        updateAffinity();
+        report();
       });
     },
     async close() {
       closed = true;
-      clearTimeout(unpinTimer);
-      affinity?.close();
       await Promise.all(
         slots.map(async (s) => {
           const job = s.job;
