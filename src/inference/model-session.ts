@@ -73,14 +73,8 @@ export async function createModelSession(options: ModelSessionOptions = {}): Pro
       interOpNumThreads: 1,
       executionMode: "sequential",
       graphOptimizationLevel: "all",
-      // Activation memory. With onnxruntime's memory pattern (its default) each run allocates
-      // one block for all activations, about 34 MB: too big for glibc's heap, so every run maps
-      // it afresh, page-faults it in and unmaps it (measured on 12 MP photos: 25,000 of an
-      // analysis's 38,000 page faults, and 16% more CPU per analysis). Without the pattern each
-      // activation is its own allocation, which glibc reuses from its heap. Measured with 2
-      // workers (bench/RESULTS.md, 2026-11-23): +18% throughput at c=1 and c=2, about +40 MB
-      // RSS per worker. The arena gives the same speed but holds about 65 MB per worker for
-      // onnxruntime alone.
+      // Activation memory: one allocation per activation, reused from glibc's heap, instead of
+      // a fresh 34 MB block mapped and faulted in at every run (docs/decisions/onnxruntime-memory.md).
       enableCpuMemArena: false,
       enableMemPattern: false,
       // Several sessions share the cores: idle intra-op threads must sleep, not spin.
