@@ -1,5 +1,5 @@
-import { describe, expect, it } from "vitest";
-import { ConfigError, DEFAULT_PLAN_LIMITS, loadConfig, unknownVariables } from "../../src/config.js";
+import { describe, expect, expectTypeOf, it } from "vitest";
+import { CONFIG_SCHEMA, ConfigError, DEFAULT_PLAN_LIMITS, loadConfig, unknownVariables, type Config, type RedisNode } from "../../src/config.js";
 
 describe("loadConfig()", () => {
   it("returns frozen defaults for an empty environment", () => {
@@ -12,6 +12,21 @@ describe("loadConfig()", () => {
     expect(c.osTuning).toBe("on");
     expect(Object.isFrozen(c)).toBe(true);
     expect(Object.isFrozen(c.planLimits)).toBe(true);
+  });
+
+  it("has one field per schema entry, typed by its parser (checked by npm run typecheck)", () => {
+    expect(Object.keys(loadConfig({})).sort()).toEqual(Object.keys(CONFIG_SCHEMA).sort());
+    expectTypeOf<Config["port"]>().toEqualTypeOf<number>();
+    expectTypeOf<Config["workers"]>().toEqualTypeOf<number | undefined>();
+    expectTypeOf<Config["host"]>().toEqualTypeOf<string | undefined>();
+    expectTypeOf<Config["redisKeyPrefix"]>().toEqualTypeOf<string>();
+    expectTypeOf<Config["osTuning"]>().toEqualTypeOf<"on" | "off">();
+    expectTypeOf<Config["redisClusterNodes"]>().toEqualTypeOf<readonly RedisNode[] | undefined>();
+    expectTypeOf<Config["corsOrigins"]>().toEqualTypeOf<readonly string[]>();
+  });
+
+  it("treats a blank value as unset and trims the others", () => {
+    expect(loadConfig({ PORT: "  ", PALM_REDIS_PREFIX: " x: ", PALM_WORKERS: " 3 " })).toMatchObject({ port: 8080, redisKeyPrefix: "x:", workers: 3 });
   });
 
   it("reads every variable", () => {
