@@ -13,7 +13,7 @@ import { randomBytes } from "node:crypto";
 import net from "node:net";
 import { PalmService } from "../gen/palm/v1/palm_pb.js";
 import { createMemoryStore } from "../src/auth/memory-store.js";
-import { createTestConfig } from "../src/config.js";
+import { createTestConfig } from "../test/helpers/config.js";
 import { createAnalyzer } from "../src/inference/analyzer.js";
 import { createLogger } from "../src/log.js";
 import { createPalmServer, H2_CONNECTION_WINDOW, H2_STREAM_WINDOW } from "../src/server/server.js";

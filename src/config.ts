@@ -1,7 +1,8 @@
 /**
- * Service configuration: read from the environment once at start-up, validated with one clear
- * message per bad value, then deep-frozen. The README's configuration table mirrors
- * {@link CONFIG_VARIABLES}; test/unit/readme.spec.ts fails when one is missing there.
+ * Service configuration: one schema, {@link CONFIG_SCHEMA}, gives the {@link Config} type, the
+ * validation and defaults of {@link loadConfig}, and the configuration table of
+ * docs/operations.md ({@link renderConfigTable}; test/unit/readme.spec.ts fails when the two
+ * differ). Read from the environment once at start-up, every bad value named, then deep-frozen.
  */
 
 /** PlanLimits maps a plan name to its monthly allowance of successful analyses. */
@@ -13,93 +14,51 @@ export interface RedisNode {
   readonly port: number;
 }
 
-/** Config is the validated, frozen service configuration. */
-export interface Config {
-  /** TCP port for every protocol (gRPC, gRPC-Web, Connect, REST). Default 8080; 0 picks a free port. */
-  readonly port: number;
-  /** Interface to bind. Default: all interfaces (undefined lets Node choose `::` or `0.0.0.0`). */
-  readonly host: string | undefined;
-  /** URL of a single Redis; undefined (and no {@link Config.redisClusterNodes}) selects the embedded in-memory store (single process only). */
-  readonly redisUrl: string | undefined;
-  /** Nodes of a Redis Cluster (any reachable ones); exclusive with {@link Config.redisUrl}. Default undefined. */
-  readonly redisClusterNodes: readonly RedisNode[] | undefined;
-  /** Prefix of every Redis key, so several deployments or tests can share one Redis. Default "palm:". */
-  readonly redisKeyPrefix: string;
-  /** Redis command timeout in milliseconds: a hung Redis answers 503 store_unavailable after this. Default 1000. */
-  readonly redisCommandTimeoutMs: number;
-  /**
-   * Lease of a pending quota unit in milliseconds: a unit held by a replica that stopped renewing
-   * it (it died) is given back by the store this long after its last renewal. Renewed every third
-   * of it while the request runs. Default 30000.
-   */
-  readonly quotaLeaseMs: number;
-  /** Monthly limits per plan. Default {"free":100,"starter":1000,"pro":10000}. */
-  readonly planLimits: PlanLimits;
-  /** Development key registered for client "dev" on plan "pro" (in-memory store only); undefined → generated. */
-  readonly devKey: string | undefined;
-  /** Deadline of one Analyze call in milliseconds (a client's shorter grpc-timeout/connect-timeout wins). Default 30000. */
-  readonly analyzeTimeoutMs: number;
-  /** Time a client has to send all request headers, in milliseconds. Default 10000. */
-  readonly headersTimeoutMs: number;
-  /** Time a REST client has to send the whole body, in milliseconds (slow-client guard). Default 30000. */
-  readonly bodyTimeoutMs: number;
-  /** Idle time after which a connection (HTTP/1.1 socket or HTTP/2 session) is closed, ms. Default 60000. */
-  readonly idleTimeoutMs: number;
-  /** Bound on finishing in-flight requests after SIGTERM/SIGINT, in milliseconds. Default 10000. */
-  readonly shutdownGraceMs: number;
-  /** Path of the ONNX model; undefined lets the engine use its default (models/palm-lines/palm-lines.onnx). */
-  readonly modelPath: string | undefined;
-  /** Analysis worker processes; undefined → the engine's default (one per core, at most 4). */
-  readonly workers: number | undefined;
-  /** Analyses allowed to wait for a worker before 503 overloaded; undefined → engine default (2 x workers). */
-  readonly maxQueue: number | undefined;
-  /** REST codec worker threads (large JSON bodies off the event loop); undefined → a quarter of the cores, 1 to 4; 0 → inline. */
-  readonly restCodecThreads: number | undefined;
-  /** Nice value of the threads started after start-up (workers, libvips, onnxruntime); 0 leaves them as they are. Default 10. */
-  readonly threadNice: number;
-  /** Scheduling policy of the analysis worker processes: "idle" (SCHED_IDLE, Linux) or "normal" (only the nice value). Default "idle". */
-  readonly workerSched: "idle" | "normal";
-  /** Origins allowed to call the API from a browser (CORS); "*" allows any. Default: none (the page's own origin needs no CORS). */
-  readonly corsOrigins: readonly string[];
-  /** Port of its own for `GET /metrics`; undefined serves it on {@link Config.port}. */
-  readonly metricsPort: number | undefined;
-  /** pino log level. Default "info". */
-  readonly logLevel: string;
-}
+/**
+ * Parser reads one variable's trimmed value (undefined when unset or blank) and returns the
+ * value or the default; each problem goes to `problems`, prefixed with the variable's `name`.
+ */
+export type Parser<T> = (raw: string | undefined, name: string, problems: string[]) => T;
 
-/** ConfigVariable documents one environment variable (the README table is checked against these). */
-export interface ConfigVariable {
+/** Variable is one environment variable of the schema: its parser and its row in the docs. */
+export interface Variable<T> {
+  /** The environment variable. */
   readonly name: string;
+  readonly parse: Parser<T>;
+  /** The docs table's "default" cell (Markdown). */
   readonly default: string;
-  readonly description: string;
+  /** The docs table's "meaning" cell (Markdown). */
+  readonly meaning: string;
 }
 
-/** CONFIG_VARIABLES lists every environment variable {@link loadConfig} reads. */
-export const CONFIG_VARIABLES: readonly ConfigVariable[] = Object.freeze([
-  { name: "PORT", default: "8080", description: "port for gRPC, gRPC-Web, Connect and REST" },
-  { name: "HOST", default: "all interfaces", description: "interface to bind" },
-  { name: "REDIS_URL", default: "unset (in-memory store)", description: "Redis for keys and quota" },
-  { name: "REDIS_CLUSTER_NODES", default: "unset", description: "Redis Cluster for keys and quota: host:port of some of its nodes, comma-separated (not with REDIS_URL)" },
-  { name: "PALM_REDIS_PREFIX", default: "palm:", description: "prefix of every Redis key" },
-  { name: "PALM_REDIS_COMMAND_TIMEOUT_MS", default: "1000", description: "Redis command timeout" },
-  { name: "PALM_QUOTA_LEASE_MS", default: "30000", description: "lease of a pending quota unit: a dead replica's units are given back after it" },
-  { name: "PALM_PLAN_LIMITS", default: '{"free":100,"starter":1000,"pro":10000}', description: "monthly limit per plan (JSON)" },
-  { name: "PALM_DEV_KEY", default: "generated and printed", description: "dev key for client dev on plan pro (in-memory store only)" },
-  { name: "PALM_ANALYZE_TIMEOUT_MS", default: "30000", description: "deadline of one analysis" },
-  { name: "PALM_HEADERS_TIMEOUT_MS", default: "10000", description: "time to receive request headers" },
-  { name: "PALM_BODY_TIMEOUT_MS", default: "30000", description: "time to receive a REST body" },
-  { name: "PALM_IDLE_TIMEOUT_MS", default: "60000", description: "idle connection timeout" },
-  { name: "PALM_SHUTDOWN_GRACE_MS", default: "10000", description: "bound on finishing in-flight requests at shutdown" },
-  { name: "PALM_MODEL_PATH", default: "models/palm-lines/palm-lines.onnx", description: "ONNX model file" },
-  { name: "PALM_WORKERS", default: "one per CPU core, at most 4", description: "analysis worker processes" },
-  { name: "PALM_MAX_QUEUE", default: "2 x workers", description: "analyses waiting before 503 overloaded" },
-  { name: "PALM_REST_CODEC_THREADS", default: "a quarter of the cores, 1 to 4", description: "threads decoding large REST bodies and encoding responses (0: on the event loop)" },
-  { name: "PALM_THREAD_NICE", default: "10", description: "nice value of analysis and codec threads, so the event loop comes first under load (Linux; 0: off)" },
-  { name: "PALM_WORKER_SCHED", default: "idle", description: "idle: analysis workers run under SCHED_IDLE, so the event loop preempts them at once (Linux, util-linux chrt); normal: nice value only" },
-  { name: "PALM_CORS_ORIGINS", default: "none", description: "origins allowed to call the API from a browser, comma-separated, or *" },
-  { name: "PALM_METRICS_PORT", default: "unset (the main port)", description: "port of its own for GET /metrics" },
-  { name: "LOG_LEVEL", default: "info", description: "pino level: fatal, error, warn, info, debug, trace, silent" },
-]);
+const variable = <T>(v: Variable<T>): Variable<T> => v;
+
+/** integer: a whole number from `min` to `max`; `def` when unset (undefined: the engine decides). */
+function integer<D extends number | undefined>(def: D, min: number, max: number): Parser<number | D> {
+  return (raw, name, problems) => {
+    if (raw === undefined) return def;
+    if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) {
+      problems.push(`${name}: expected an integer from ${min} to ${max}, got ${JSON.stringify(raw)}`);
+      return def;
+    }
+    return Number(raw);
+  };
+}
+
+function oneOf<T extends string>(values: readonly T[], def: T): Parser<T> {
+  return (raw, name, problems) => {
+    if (raw === undefined) return def;
+    if (!values.includes(raw as T)) {
+      problems.push(`${name}: expected one of ${values.join(", ")}, got ${JSON.stringify(raw)}`);
+      return def;
+    }
+    return raw as T;
+  };
+}
+
+function text<D extends string | undefined>(def: D): Parser<string | D> {
+  return (raw) => raw ?? def;
+}
 
 /** DEFAULT_PLAN_LIMITS are SPEC.md section 5's defaults. */
 export const DEFAULT_PLAN_LIMITS: PlanLimits = Object.freeze({ free: 100, starter: 1000, pro: 10000 });
@@ -107,7 +66,186 @@ export const DEFAULT_PLAN_LIMITS: PlanLimits = Object.freeze({ free: 100, starte
 /** API_KEY_PATTERN is SPEC.md section 4's key format. */
 export const API_KEY_PATTERN = /^palm_live_[0-9a-f]{32}$/;
 
-const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
+const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
+
+/** CONFIG_SCHEMA is every environment variable {@link loadConfig} reads, in the docs' order. */
+export const CONFIG_SCHEMA = {
+  /** TCP port for every protocol; 0 picks a free port. */
+  port: variable({ name: "PORT", parse: integer(8080, 0, 65535), default: "`8080`", meaning: "port for gRPC, gRPC-Web, Connect and REST" }),
+  /** Interface to bind; undefined lets Node choose `::` or `0.0.0.0`. */
+  host: variable({ name: "HOST", parse: text(undefined), default: "all interfaces", meaning: "interface to bind" }),
+  /** A single Redis; undefined (and no redisClusterNodes) selects the in-memory store (one process only). */
+  redisUrl: variable({
+    name: "REDIS_URL",
+    parse: (raw, name, problems) => {
+      if (raw !== undefined && !/^rediss?:\/\//.test(raw)) {
+        problems.push(`${name}: expected redis://host:port or rediss://…, got a value starting ${JSON.stringify(raw.slice(0, 8))}`);
+      }
+      return raw;
+    },
+    default: "unset → in-memory store",
+    meaning: "`redis://` or `rediss://` URL of the key and quota store: a single Redis",
+  }),
+  /** Nodes of a Redis Cluster (any reachable ones); exclusive with redisUrl. */
+  redisClusterNodes: variable({
+    name: "REDIS_CLUSTER_NODES",
+    parse: (raw, _name, problems) => parseRedisClusterNodes(raw, problems),
+    default: "unset",
+    meaning:
+      "a Redis Cluster as the key and quota store instead: `host:port` of some of its nodes, comma-separated (`redis-1:6379,redis-2:6379`; IPv6 as `[::1]:6379`); the rest of the cluster is learnt from them. Setting it and `REDIS_URL` is a configuration error",
+  }),
+  /** Prefix of every Redis key, so several deployments or tests can share one Redis. */
+  redisKeyPrefix: variable({ name: "PALM_REDIS_PREFIX", parse: text("palm:"), default: "`palm:`", meaning: "prefix of every Redis key" }),
+  /** Redis command timeout, ms: a hung Redis answers 503 store_unavailable after this. */
+  redisCommandTimeoutMs: variable({
+    name: "PALM_REDIS_COMMAND_TIMEOUT_MS",
+    parse: integer(1000, 50, 60_000),
+    default: "`1000`",
+    meaning: "a Redis command slower than this fails the request with 503",
+  }),
+  /** Lease of a pending quota unit, ms; renewed every third of it while the request runs. */
+  quotaLeaseMs: variable({
+    name: "PALM_QUOTA_LEASE_MS",
+    parse: integer(30_000, 300, 3_600_000),
+    default: "`30000`",
+    meaning:
+      "a request's pending quota unit is leased for this long and renewed while it runs; a replica that dies stops renewing, and Redis gives its units back once the lease has passed",
+  }),
+  /** Monthly limits per plan. */
+  planLimits: variable({
+    name: "PALM_PLAN_LIMITS",
+    parse: (raw, _name, problems) => parsePlanLimits(raw, problems),
+    default: '`{"free":100,"starter":1000,"pro":10000}`',
+    meaning: "monthly limit per plan (JSON object)",
+  }),
+  /** Development key for client "dev" on plan "pro" (in-memory store only); undefined → generated. */
+  devKey: variable({
+    name: "PALM_DEV_KEY",
+    parse: (raw, name, problems) => {
+      if (raw !== undefined && !API_KEY_PATTERN.test(raw)) problems.push(`${name}: expected palm_live_ followed by 32 lowercase hex characters`);
+      return raw;
+    },
+    default: "generated and printed",
+    meaning: "in-memory store only: the development key (client `dev`, plan `pro`)",
+  }),
+  /** Deadline of one Analyze call, ms (a client's shorter grpc-timeout/connect-timeout wins). */
+  analyzeTimeoutMs: variable({
+    name: "PALM_ANALYZE_TIMEOUT_MS",
+    parse: integer(30_000, 100, 600_000),
+    default: "`30000`",
+    meaning: "deadline of one analysis; a client's shorter `grpc-timeout` / `connect-timeout-ms` wins",
+  }),
+  /** Time a client has to send all request headers, ms. */
+  headersTimeoutMs: variable({
+    name: "PALM_HEADERS_TIMEOUT_MS",
+    parse: integer(10_000, 100, 600_000),
+    default: "`10000`",
+    meaning: "time a client has to send its request headers",
+  }),
+  /** Time a REST client has to send the whole body, ms (slow-client guard). */
+  bodyTimeoutMs: variable({
+    name: "PALM_BODY_TIMEOUT_MS",
+    parse: integer(30_000, 100, 600_000),
+    default: "`30000`",
+    meaning: "time a client has to send the whole body",
+  }),
+  /** Idle time after which a connection (HTTP/1.1 socket or HTTP/2 session) is closed, ms. */
+  idleTimeoutMs: variable({
+    name: "PALM_IDLE_TIMEOUT_MS",
+    parse: integer(60_000, 1000, 3_600_000),
+    default: "`60000`",
+    meaning: "idle HTTP/2 sessions are closed after this",
+  }),
+  /** Bound on finishing in-flight requests after SIGTERM/SIGINT, ms. */
+  shutdownGraceMs: variable({
+    name: "PALM_SHUTDOWN_GRACE_MS",
+    parse: integer(10_000, 0, 600_000),
+    default: "`10000`",
+    meaning: "on SIGTERM/SIGINT, how long in-flight requests may finish",
+  }),
+  /** Path of the ONNX model; undefined lets the engine use models/palm-lines/palm-lines.onnx. */
+  modelPath: variable({ name: "PALM_MODEL_PATH", parse: text(undefined), default: "`models/palm-lines/palm-lines.onnx`", meaning: "the ONNX model" }),
+  /** Analysis worker processes; undefined → the engine's default. */
+  workers: variable({ name: "PALM_WORKERS", parse: integer(undefined, 1, 256), default: "one per CPU core, at most 4", meaning: "analysis worker processes" }),
+  /** Analyses allowed to wait for a worker before 503 overloaded; undefined → the engine's default. */
+  maxQueue: variable({
+    name: "PALM_MAX_QUEUE",
+    parse: integer(undefined, 0, 100_000),
+    default: "2 × workers",
+    meaning: "analyses waiting for a worker before 503 `overloaded`",
+  }),
+  /** REST codec worker threads; undefined → a quarter of the cores, 1 to 4; 0 → inline. */
+  restCodecThreads: variable({
+    name: "PALM_REST_CODEC_THREADS",
+    parse: integer(undefined, 0, 64),
+    default: "a quarter of the cores, 1 to 4",
+    meaning:
+      "worker threads that decode large REST bodies and encode responses, so that JSON and base64 never block the event loop (0: do it on the event loop)",
+  }),
+  /** OS tuning by the launcher (src/launch/os-tuning.ts). */
+  osTuning: variable({
+    name: "PALM_OS_TUNING",
+    parse: oneOf(["on", "off"] as const, "on"),
+    default: "`on`",
+    meaning:
+      "`on`: the launcher keeps the event loop ahead of the analyses on Linux: the server's threads started after start-up (codec workers, libvips, onnxruntime) at nice 10, every thread of the analysis worker processes at nice 10 under SCHED_IDLE (util-linux `chrt`), and each worker pinned to a CPU of its own while all CPUs run an analysis (`taskset`); `off`: none of it. Use `off` where the replica shares its CPUs with other busy processes: a SCHED_IDLE thread gets almost nothing while any normal thread wants the core, so analyses would run into `PALM_ANALYZE_TIMEOUT_MS`. What each part buys and costs: [decisions/os-tuning.md](decisions/os-tuning.md). Replaces `PALM_THREAD_NICE` and `PALM_WORKER_SCHED`, which are now refused at start-up",
+  }),
+  /** Origins allowed to call the API from a browser (CORS); "*" allows any. */
+  corsOrigins: variable({
+    name: "PALM_CORS_ORIGINS",
+    parse: (raw, _name, problems): readonly string[] => {
+      const cors = parseCorsOrigins(raw);
+      problems.push(...cors.problems);
+      return Object.freeze(cors.origins);
+    },
+    default: "none",
+    meaning:
+      "origins allowed to call the API from a browser page of theirs, comma-separated (`https://app.example.com,http://localhost:5173`), or `*` for any; the demo page on the service's own origin needs none",
+  }),
+  /** Port of its own for `GET /metrics`; undefined serves it on `port`. */
+  metricsPort: variable({
+    name: "PALM_METRICS_PORT",
+    parse: integer(undefined, 0, 65535),
+    default: "unset: `GET /metrics` on `PORT`",
+    meaning:
+      "a port of its own for `GET /metrics` (same `HOST`), so that scrapes can be kept off the public port; `/metrics` on `PORT` then answers 404",
+  }),
+  /** pino log level. */
+  logLevel: variable<string>({
+    name: "LOG_LEVEL",
+    parse: oneOf(LOG_LEVELS, "info"),
+    default: "`info`",
+    meaning: "`fatal`, `error`, `warn`, `info`, `debug`, `trace`, `silent`",
+  }),
+};
+
+type Schema = typeof CONFIG_SCHEMA;
+
+/** Config is the validated, frozen service configuration: one field per {@link CONFIG_SCHEMA} entry. */
+export type Config = { readonly [K in keyof Schema]: Schema[K] extends Variable<infer T> ? T : never };
+
+/** CONFIG_VARIABLES lists the schema's variables in the docs' order. */
+export const CONFIG_VARIABLES: readonly Variable<unknown>[] = Object.freeze(Object.values(CONFIG_SCHEMA));
+
+/**
+ * RETIRED_VARIABLES were read once and are refused now, with what replaced them: a deployment
+ * that still sets one would otherwise silently get something else than it asked for.
+ */
+export const RETIRED_VARIABLES: Readonly<Record<string, string>> = Object.freeze({
+  PALM_THREAD_NICE: "PALM_OS_TUNING=on|off replaced it (on: nice 10, as its default)",
+  PALM_WORKER_SCHED: "PALM_OS_TUNING=on|off replaced it (on: SCHED_IDLE workers, as idle did; off: no tuning at all)",
+});
+
+/** crossChecks are the rules between variables, after each was read on its own. */
+function crossChecks(config: Config, problems: string[]): void {
+  if (config.redisUrl !== undefined && config.redisClusterNodes !== undefined) {
+    problems.push("REDIS_URL and REDIS_CLUSTER_NODES are both set: REDIS_URL names a single Redis, REDIS_CLUSTER_NODES a Redis Cluster; set one");
+  }
+  if (config.redisClusterNodes !== undefined && /[{}]/.test(config.redisKeyPrefix)) {
+    // A brace in the prefix would change the hash tag that keeps a client's keys in one slot.
+    problems.push(`PALM_REDIS_PREFIX: must not contain { or } with REDIS_CLUSTER_NODES, got ${JSON.stringify(config.redisKeyPrefix)}`);
+  }
+}
 
 /** ConfigError lists every invalid variable, one line each. */
 export class ConfigError extends Error {
@@ -118,8 +256,9 @@ export class ConfigError extends Error {
 }
 
 /**
- * loadConfig validates `env` (default `process.env`) and returns a frozen {@link Config}.
- * Throws {@link ConfigError} naming every bad variable at once.
+ * loadConfig validates `env` (default `process.env`) against {@link CONFIG_SCHEMA} and returns a
+ * frozen {@link Config}. Throws {@link ConfigError} naming every bad variable at once. A value
+ * is trimmed; blank counts as unset.
  */
 export function loadConfig(env: Readonly<Record<string, string | undefined>> = process.env): Config {
   const problems: string[] = [];
@@ -127,77 +266,14 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     const v = env[name];
     return v === undefined || v.trim() === "" ? undefined : v.trim();
   };
-  const int = (name: string, def: number, min: number, max: number): number => {
-    const raw = get(name);
-    if (raw === undefined) return def;
-    if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) {
-      problems.push(`${name}: expected an integer from ${min} to ${max}, got ${JSON.stringify(raw)}`);
-      return def;
-    }
-    return Number(raw);
-  };
-  const oneOf = <T extends string>(name: string, values: readonly T[], def: T): T => {
-    const raw = get(name);
-    if (raw === undefined) return def;
-    if (!values.includes(raw as T)) {
-      problems.push(`${name}: expected one of ${values.join(", ")}, got ${JSON.stringify(raw)}`);
-      return def;
-    }
-    return raw as T;
-  };
-
-  const port = int("PORT", 8080, 0, 65535);
-  const redisUrl = get("REDIS_URL");
-  if (redisUrl !== undefined && !/^rediss?:\/\//.test(redisUrl)) {
-    problems.push(`REDIS_URL: expected redis://host:port or rediss://…, got a value starting ${JSON.stringify(redisUrl.slice(0, 8))}`);
+  const config: Record<string, unknown> = {};
+  for (const [key, v] of Object.entries(CONFIG_SCHEMA) as [string, Variable<unknown>][]) config[key] = v.parse(get(v.name), v.name, problems);
+  for (const [name, replacement] of Object.entries(RETIRED_VARIABLES)) {
+    if (get(name) !== undefined) problems.push(`${name}: no longer read; ${replacement}`);
   }
-  const redisClusterNodes = parseRedisClusterNodes(get("REDIS_CLUSTER_NODES"), problems);
-  if (redisUrl !== undefined && redisClusterNodes !== undefined) {
-    problems.push("REDIS_URL and REDIS_CLUSTER_NODES are both set: REDIS_URL names a single Redis, REDIS_CLUSTER_NODES a Redis Cluster; set one");
-  }
-  const redisKeyPrefix = get("PALM_REDIS_PREFIX") ?? "palm:";
-  if (redisClusterNodes !== undefined && /[{}]/.test(redisKeyPrefix)) {
-    // A brace in the prefix would change the hash tag that keeps a client's keys in one slot.
-    problems.push(`PALM_REDIS_PREFIX: must not contain { or } with REDIS_CLUSTER_NODES, got ${JSON.stringify(redisKeyPrefix)}`);
-  }
-  const planLimits = parsePlanLimits(get("PALM_PLAN_LIMITS"), problems);
-  const devKey = get("PALM_DEV_KEY");
-  if (devKey !== undefined && !API_KEY_PATTERN.test(devKey)) {
-    problems.push("PALM_DEV_KEY: expected palm_live_ followed by 32 lowercase hex characters");
-  }
-  const cors = parseCorsOrigins(get("PALM_CORS_ORIGINS"));
-  problems.push(...cors.problems);
-  const logLevel = get("LOG_LEVEL") ?? "info";
-  if (!LOG_LEVELS.includes(logLevel)) {
-    problems.push(`LOG_LEVEL: expected one of ${LOG_LEVELS.join(", ")}, got ${JSON.stringify(logLevel)}`);
-  }
-  const config: Config = {
-    port,
-    host: get("HOST"),
-    redisUrl,
-    redisClusterNodes,
-    redisKeyPrefix,
-    redisCommandTimeoutMs: int("PALM_REDIS_COMMAND_TIMEOUT_MS", 1000, 50, 60_000),
-    quotaLeaseMs: int("PALM_QUOTA_LEASE_MS", 30_000, 300, 3_600_000),
-    planLimits,
-    devKey,
-    analyzeTimeoutMs: int("PALM_ANALYZE_TIMEOUT_MS", 30_000, 100, 600_000),
-    headersTimeoutMs: int("PALM_HEADERS_TIMEOUT_MS", 10_000, 100, 600_000),
-    bodyTimeoutMs: int("PALM_BODY_TIMEOUT_MS", 30_000, 100, 600_000),
-    idleTimeoutMs: int("PALM_IDLE_TIMEOUT_MS", 60_000, 1000, 3_600_000),
-    shutdownGraceMs: int("PALM_SHUTDOWN_GRACE_MS", 10_000, 0, 600_000),
-    modelPath: get("PALM_MODEL_PATH"),
-    workers: get("PALM_WORKERS") === undefined ? undefined : int("PALM_WORKERS", 1, 1, 256),
-    maxQueue: get("PALM_MAX_QUEUE") === undefined ? undefined : int("PALM_MAX_QUEUE", 0, 0, 100_000),
-    restCodecThreads: get("PALM_REST_CODEC_THREADS") === undefined ? undefined : int("PALM_REST_CODEC_THREADS", 1, 0, 64),
-    threadNice: int("PALM_THREAD_NICE", 10, 0, 19),
-    workerSched: oneOf("PALM_WORKER_SCHED", ["idle", "normal"] as const, "idle"),
-    corsOrigins: Object.freeze(cors.origins),
-    metricsPort: get("PALM_METRICS_PORT") === undefined ? undefined : int("PALM_METRICS_PORT", 0, 0, 65535),
-    logLevel,
-  };
+  crossChecks(config as Config, problems);
   if (problems.length > 0) throw new ConfigError(problems);
-  return Object.freeze(config);
+  return Object.freeze(config) as Config;
 }
 
 /**
@@ -205,13 +281,14 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
  * typos (PALM_PLAN_LIMIT), which main.ts reports as warnings at start-up.
  */
 export function unknownVariables(env: Readonly<Record<string, string | undefined>> = process.env): string[] {
-  const known = new Set(CONFIG_VARIABLES.map((v) => v.name));
+  const known = new Set([...CONFIG_VARIABLES.map((v) => v.name), ...Object.keys(RETIRED_VARIABLES)]);
   return Object.keys(env).filter((name) => name.startsWith("PALM_") && !known.has(name));
 }
 
-/** createTestConfig returns a frozen {@link Config} with defaults and `overrides` (tests, tools). */
-export function createTestConfig(overrides: Partial<Config> = {}): Config {
-  return Object.freeze({ ...loadConfig({}), ...overrides });
+/** renderConfigTable is the configuration table of docs/operations.md, made from the schema. */
+export function renderConfigTable(): string {
+  const rows = CONFIG_VARIABLES.map((v) => `| \`${v.name}\` | ${v.default} | ${v.meaning} |`);
+  return ["| variable | default | meaning |", "|---|---|---|", ...rows].join("\n");
 }
 
 /** parseCorsOrigins reads PALM_CORS_ORIGINS: comma-separated origins or "*"; returns problems. */

@@ -1,12 +1,14 @@
 /**
- * Entry point (`npm start`): configuration, store, analysis engine, server, signals.
+ * Entry point (`npm start`, compiled to dist/src/main.js): configuration, store, analysis engine,
+ * server, signals.
  */
 import { openStore } from "./auth/open-store.js";
 import { ConfigError, loadConfig, unknownVariables, type Config } from "./config.js";
 import { createAnalyzer } from "./inference/analyzer.js";
+import { expectedNodeFlags, missingNodeFlags } from "./launch/node-flags.js";
+import { startOsTuning } from "./launch/os-tuning.js";
 import { createLogger } from "./log.js";
 import { createPalmServer } from "./server/server.js";
-import { startThreadPriority } from "./thread-priority.js";
 
 async function main(): Promise<void> {
   let config: Config;
@@ -20,24 +22,25 @@ async function main(): Promise<void> {
     throw e;
   }
   const logger = createLogger({ level: config.logLevel });
+  const missingFlags = missingNodeFlags(expectedNodeFlags());
+  if (missingFlags.length > 0) logger.warn({ flags: missingFlags }, "started without the Node flags of npm start (see docs/decisions/node-flags.md)");
   for (const name of unknownVariables()) logger.warn({ variable: name }, "unknown PALM_* variable ignored (a typo?)");
   if ((config.redisUrl !== undefined || config.redisClusterNodes !== undefined) && config.devKey !== undefined) {
     logger.warn("PALM_DEV_KEY is ignored with REDIS_URL or REDIS_CLUSTER_NODES: create keys with palmctl");
   }
-  // Threads alive now (Node's own) keep their priority; the engine's and the codec's get a lower one.
-  const priority = startThreadPriority(config.threadNice);
+  // Before the engine and the server start: their threads are the ones it deprioritises.
+  const tuning = startOsTuning(config.osTuning === "on");
   const analyzer = await createAnalyzer({
     modelPath: config.modelPath,
     workers: config.workers,
     maxQueue: config.maxQueue,
-    nice: config.threadNice,
-    schedIdle: config.workerSched === "idle",
+    workerObserver: tuning.workers,
   });
   const { store, kind, devKey, devKeyGenerated } = await openStore(config, logger);
   const server = createPalmServer({ analyzer, store, config, logger, devKey });
   const port = await server.listen();
-  priority.sweep();
-  logger.info({ port, store: kind, model: analyzer.model }, "palm-api listening (gRPC, gRPC-Web, Connect, REST)");
+  tuning.sweep();
+  logger.info({ port, store: kind, model: analyzer.model, os_tuning: config.osTuning }, "palm-api listening (gRPC, gRPC-Web, Connect, REST)");
   if (devKeyGenerated && devKey) {
     // Shown once, on stdout, on purpose: the only place this generated key ever appears.
     process.stdout.write(
@@ -55,6 +58,7 @@ async function main(): Promise<void> {
       await server.shutdown();
       await store.close();
       await analyzer.close();
+      await tuning.stop();
       logger.info("bye");
       logger.flush?.();
       process.exit(0);

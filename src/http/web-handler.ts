@@ -8,6 +8,7 @@
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
+import { PACKAGE_ROOT } from "../package-root.js";
 import type { NodeHandlerFn } from "../rest/rest-handler.js";
 import { pathOf } from "../rest/rest-handler.js";
 
@@ -33,7 +34,7 @@ export interface WebHandler {
   isPagePath(path: string): boolean;
 }
 
-const root = new URL("../../", import.meta.url).pathname;
+const root = PACKAGE_ROOT;
 /** OPENAPI_FILE is where buf.gen.yaml's openapi plugin writes the document. */
 export const OPENAPI_FILE = join(root, "gen/openapi/openapi.json");
 

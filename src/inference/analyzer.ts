@@ -5,11 +5,11 @@
  */
 import { availableParallelism } from "node:os";
 import { checkImageFile } from "../image/decode.js";
-import { OverloadedError } from "../image/image-error.js";
+import { AdmissionQueue, abortReason } from "./admission.js";
 import type { AnalysisResult, AnalyzeOptions, Analyzer } from "./analyzer-types.js";
 import { DEFAULT_MODEL_PATH, ModelLoadError, loadModelMetadata } from "./model-session.js";
 import type { PipelineOptions, StageTimings } from "./pipeline.js";
-import { createWorkerPool, type WorkerPool } from "./worker-pool.js";
+import { createWorkerPool, type WorkerPool, type WorkerPoolObserver } from "./worker-pool.js";
 
 /** AnalyzerOptions configure {@link createAnalyzer}. Every field is optional. */
 export interface AnalyzerOptions {
@@ -21,23 +21,14 @@ export interface AnalyzerOptions {
   /**
    * Worker processes, each with its own model session, each running one analysis at a time.
    * Default `min(os.availableParallelism(), DEFAULT_MAX_WORKERS)`. Memory, measured on 2 cores:
-   * about 155-165 MB RSS per worker process once warmed up (its own Node, tsx, sharp and
+   * about 155-165 MB RSS per worker process once warmed up (its own Node, sharp and
    * onnxruntime session, the shared libraries counted in each process's RSS), about 40 MB more
    * once it has run 12 MP photos (activation memory that glibc keeps for the next inference),
    * plus about 65 MB per running 12 MP analysis; more workers than cores only adds memory.
    */
   workers?: number;
-  /**
-   * Nice value of the worker processes' threads (Linux), so that the server's event loop gets
-   * the CPU first under load. Default 0 (unchanged).
-   */
-  nice?: number;
-  /**
-   * Run the worker processes under SCHED_IDLE (Linux; `chrt` from util-linux): any thread of the
-   * normal policy that wakes up, the server's event loop first, preempts them at once, where a
-   * nice value only weighs its share. Default false.
-   */
-  schedIdle?: boolean;
+  /** Told of the worker processes as they start and work (the launcher's OS tuning); default none. */
+  workerObserver?: WorkerPoolObserver;
   /**
    * Analyses running at once, at most `workers`. Default `workers`. Each running 12 MP
    * analysis holds about 60 MB of decoded pixels and buffers.
@@ -87,28 +78,10 @@ export interface EngineAnalyzer extends Analyzer {
   workerPids(): number[];
 }
 
-/** CLOSE_WAIT_MS bounds how long close() waits for running analyses before stopping workers. */
-const CLOSE_WAIT_MS = 10_000;
-
-interface Pending {
-  bytes: Uint8Array;
-  resolve: (r: AnalysisResult) => void;
-  reject: (e: unknown) => void;
-  signal?: AbortSignal;
-  onAbort?: () => void;
-  settled: boolean;
-  /** Admitted but waiting for its `admitted` hook: holds a place, is not dispatched yet. */
-  held: boolean;
-}
-
 function positiveInt(value: number | undefined, fallback: number, name: string, min = 1): number {
   if (value === undefined) return fallback;
   if (!Number.isInteger(value) || value < min) throw new RangeError(`AnalyzerOptions.${name} must be an integer >= ${min}, got ${value}`);
   return value;
-}
-
-function abortReason(signal: AbortSignal): unknown {
-  return signal.reason ?? new DOMException("The operation was aborted.", "AbortError");
 }
 
 /**
@@ -137,59 +110,22 @@ export async function createAnalyzer(options: AnalyzerOptions = {}): Promise<Eng
   try {
     pool = await createWorkerPool({
       size: workers,
-      workerData: { modelPath, intraOpNumThreads, nice: options.nice ?? 0, schedIdle: options.schedIdle ?? false, sharpConcurrency: 0, pipeline: options.pipeline ?? {} },
+      workerData: { modelPath, intraOpNumThreads, sharpConcurrency: 0, pipeline: options.pipeline ?? {} },
+      observer: options.workerObserver,
     });
   } catch (cause) {
     if (cause instanceof Error && cause.name === "ModelLoadError") throw new ModelLoadError(cause.message, { cause });
     throw new ModelLoadError(`The analysis workers could not start: ${(cause as Error)?.message ?? String(cause)}`, { cause });
   }
 
-  const queue: Pending[] = [];
-  let running = 0;
-  let closed = false;
-  let meanMs = 1000; // running mean of analysis durations, for the Retry-After hint
-
-  function settle(p: Pending): boolean {
-    if (p.settled) return false;
-    p.settled = true;
-    if (p.signal && p.onAbort) p.signal.removeEventListener("abort", p.onAbort);
-    return true;
-  }
-
-  function dispatch(): void {
-    while (!closed && running < maxInFlight && pool.idleCount() > 0) {
-      const i = queue.findIndex((q) => !q.held);
-      if (i < 0) break;
-      const p = queue.splice(i, 1)[0];
-      if (p.settled) continue;
-      running++;
-      const started = performance.now();
-      pool.run(p.bytes, { signal: p.signal }).then(
-        ({ result, timings }) => {
-          meanMs = 0.8 * meanMs + 0.2 * (performance.now() - started);
-          options.onTimings?.(timings);
-          if (settle(p)) p.resolve(result);
-        },
-        (e) => {
-          if (settle(p)) p.reject(e);
-        },
-      ).finally(() => {
-        running--;
-        dispatch();
-      });
-      // Running jobs no longer need the caller's bytes.
-      p.bytes = new Uint8Array(0);
-    }
-  }
-  pool.onIdle(dispatch);
-
+  const admission = new AdmissionQueue(pool, maxInFlight, maxQueue, options.onTimings);
   return {
     model: pool.model,
-    stats: () => ({ workers, running, queued: queue.filter((p) => !p.settled).length, maxInFlight, maxQueue }),
+    stats: () => ({ workers, running: admission.running, queued: admission.queued, maxInFlight, maxQueue }),
     workerPids: () => pool.pids(),
     analyze(image: Uint8Array, callOptions: AnalyzeOptions = {}): Promise<AnalysisResult> {
       const signal = callOptions.signal;
-      if (closed) return Promise.reject(new Error("The analyzer is closed."));
+      if (admission.closed) return Promise.reject(new Error("The analyzer is closed."));
       if (signal?.aborted) return Promise.reject(abortReason(signal));
       // Cheap checks before admission, so that junk never takes a place in the queue.
       try {
@@ -197,51 +133,11 @@ export async function createAnalyzer(options: AnalyzerOptions = {}): Promise<Eng
       } catch (e) {
         return Promise.reject(e);
       }
-      // Running, queued and held analyses together within maxInFlight + maxQueue: a held one
-      // (waiting for its `admitted` hook) is about to run or queue.
-      const waiting = queue.length;
-      if (running + waiting >= maxInFlight + maxQueue) {
-        const seconds = Math.max(1, Math.ceil(((waiting + running) / maxInFlight) * (meanMs / 1000)));
-        return Promise.reject(new OverloadedError(seconds));
-      }
-      return new Promise<AnalysisResult>((resolve, reject) => {
-        const admitted = callOptions.admitted;
-        const p: Pending = { bytes: image, resolve, reject, signal, settled: false, held: admitted !== undefined };
-        if (signal) {
-          p.onAbort = () => {
-            if (!settle(p)) return;
-            const i = queue.indexOf(p);
-            if (i >= 0) queue.splice(i, 1);
-            reject(abortReason(signal));
-            dispatch();
-          };
-          signal.addEventListener("abort", p.onAbort, { once: true });
-        }
-        queue.push(p);
-        if (!admitted) return dispatch();
-        admitted().then(
-          () => {
-            p.held = false;
-            dispatch();
-          },
-          (e: unknown) => {
-            if (!settle(p)) return;
-            const i = queue.indexOf(p);
-            if (i >= 0) queue.splice(i, 1);
-            reject(e);
-            dispatch();
-          },
-        );
-      });
+      return admission.submit(image, callOptions);
     },
     async close() {
-      if (closed) return;
-      closed = true;
-      for (const p of queue.splice(0)) if (settle(p)) p.reject(new Error("The analyzer is closed."));
-      // Running analyses (an aborted one's worker is already being killed): let them finish
-      // first, within a bound, so that a worker is never stopped in the middle of its work.
-      const deadline = Date.now() + CLOSE_WAIT_MS;
-      while (running > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      if (admission.closed) return;
+      await admission.close();
       await pool.close();
     },
   };

@@ -1,13 +1,11 @@
 /**
- * Worker-process entry of the analyzer pool: waits for its start-up data, lowers its own
- * priority, loads its own models (line model and hand landmarker), then runs the whole per-image pipeline
- * ({@link analyzeImage}) for each job it is sent, one at a time. onnxruntime's `session.run`
+ * Worker-process entry of the analyzer pool: waits for its start-up data, loads its own models
+ * (line model and hand landmarker), then runs the whole per-image pipeline ({@link analyzeImage}) for each job it is sent, one at a time. onnxruntime's `session.run`
  * and the pixel loops block this process, never the server's event loop. It exits when the
  * parent goes (the IPC channel closes), so a killed server leaves no worker behind.
  */
 import sharp from "sharp";
 import { isImageError } from "../image/image-error.js";
-import { lowerThreadPriorities, useIdleScheduling } from "../thread-priority.js";
 import { analyzeImage, createPipelineEngine, type PipelineEngineHandle } from "./pipeline.js";
 import type { WorkerData, WorkerReply, WorkerRequest } from "./worker-protocol.js";
 
@@ -25,9 +23,6 @@ let data: WorkerData | undefined;
 
 async function start(init: WorkerData): Promise<void> {
   data = init;
-  // Every thread alive now; those started later (libuv's pool, libvips, onnxruntime) inherit it.
-  lowerThreadPriorities(init.nice);
-  if (init.schedIdle) useIdleScheduling();
   if (init.sharpConcurrency > 0) sharp.concurrency(init.sharpConcurrency);
   try {
     engine = await createPipelineEngine({ modelPath: init.modelPath, intraOpNumThreads: init.intraOpNumThreads });

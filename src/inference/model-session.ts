@@ -4,13 +4,13 @@
  * analyzer only calls it from its worker processes.
  */
 import { readFile } from "node:fs/promises";
-import { dirname, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import * as ort from "onnxruntime-node";
+import { PACKAGE_ROOT } from "../package-root.js";
 import { ModelMetadataError, parseModelMetadata, readOnnxMetadataProps, type ModelMetadata } from "./model-metadata.js";
 
 /** DEFAULT_MODEL_PATH is `models/palm-lines/palm-lines.onnx`, resolved relative to the repository root. */
-export const DEFAULT_MODEL_PATH = resolve(dirname(fileURLToPath(import.meta.url)), "../../models/palm-lines/palm-lines.onnx");
+export const DEFAULT_MODEL_PATH = join(PACKAGE_ROOT, "models/palm-lines/palm-lines.onnx");
 
 /** ModelLoadError is thrown at start-up when the model file is missing, malformed or lacks metadata. */
 export class ModelLoadError extends Error {
@@ -73,14 +73,8 @@ export async function createModelSession(options: ModelSessionOptions = {}): Pro
       interOpNumThreads: 1,
       executionMode: "sequential",
       graphOptimizationLevel: "all",
-      // Activation memory. With onnxruntime's memory pattern (its default) each run allocates
-      // one block for all activations, about 34 MB: too big for glibc's heap, so every run maps
-      // it afresh, page-faults it in and unmaps it (measured on 12 MP photos: 25,000 of an
-      // analysis's 38,000 page faults, and 16% more CPU per analysis). Without the pattern each
-      // activation is its own allocation, which glibc reuses from its heap. Measured with 2
-      // workers (bench/RESULTS.md, 2026-11-23): +18% throughput at c=1 and c=2, about +40 MB
-      // RSS per worker. The arena gives the same speed but holds about 65 MB per worker for
-      // onnxruntime alone.
+      // Activation memory: one allocation per activation, reused from glibc's heap, instead of
+      // a fresh 34 MB block mapped and faulted in at every run (docs/decisions/2026-11-23-onnxruntime-no-mem-pattern.md).
       enableCpuMemArena: false,
       enableMemPattern: false,
       // Several sessions share the cores: idle intra-op threads must sleep, not spin.

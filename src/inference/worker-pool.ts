@@ -1,16 +1,16 @@
 /**
  * A fixed pool of inference worker processes, each running one job at a time (started with
- * ../worker-process.ts, so the TypeScript entry also runs under tsx and vitest). Processes rather
- * than threads: each worker's libvips, libuv and V8 helper threads are its own, so a worker can be
- * confined to a core of its own when all cores are busy (./cpu-affinity.ts), and a worker killed
- * in the middle of a native call takes nothing else with it.
+ * ../worker-process.ts: compiled from dist/, TypeScript under tsx and vitest). Processes rather
+ * than threads: each worker's libvips, libuv and V8 helper threads are its own, so the launcher
+ * can schedule a worker as a whole (../launch/os-tuning.ts, told of the workers through
+ * {@link WorkerPoolObserver}), and a worker killed in the middle of a native call takes nothing
+ * else with it.
  */
 import type { ChildProcess } from "node:child_process";
 import { ImageError } from "../image/image-error.js";
 import { siblingModuleUrl } from "../worker-thread.js";
 import { spawnWorkerProcess } from "../worker-process.js";
 import type { AnalysisResult } from "./analyzer-types.js";
-import { cpusAllowed, createAffinitySetter, type AffinitySetter } from "./cpu-affinity.js";
 import type { StageTimings } from "./pipeline.js";
 import type { WorkerData, WorkerReply, WorkerRequest } from "./worker-protocol.js";
 
@@ -26,15 +26,26 @@ export interface WorkerPoolOptions {
   restartDelayMs?: number;
   /** Starts a worker (tests keep a handle on it or make it fail); default {@link spawnWorkerProcess}. */
   spawn?: (url: URL) => ChildProcess;
-  /**
-   * CPUs to confine busy workers to, one each in turn. Default: the CPUs this process may run on.
-   * Pinning happens only while at least this many workers are busy, and needs 2 or more CPUs.
-   */
-  cpus?: readonly number[];
-  /** How long the workers stay pinned after fewer than `cpus.length` are busy, ms. Default 250. */
-  unpinDelayMs?: number;
-  /** Sets the affinity (tests observe it); default {@link createAffinitySetter}. */
-  affinity?: AffinitySetter;
+  /** Told of the workers as they start and take or finish jobs; default none. */
+  observer?: WorkerPoolObserver;
+}
+
+/** PoolWorker is one live worker as the pool reports it: its slot (stable across replacements), pid and whether it runs a job. */
+export interface PoolWorker {
+  readonly slot: number;
+  readonly pid: number;
+  readonly busy: boolean;
+}
+
+/**
+ * WorkerPoolObserver is the pool's only hook for what runs around it (the launcher's OS tuning).
+ * Its calls are synchronous and must not throw.
+ */
+export interface WorkerPoolObserver {
+  /** A worker process was just started (its model not loaded yet); replacements included. */
+  started?(pid: number): void;
+  /** The live workers, after any of them became ready, took or finished a job, or died. */
+  changed?(workers: readonly PoolWorker[]): void;
 }
 
 /** JobOutcome is a finished job. */
@@ -57,7 +68,7 @@ export interface WorkerPool {
    * aborts while the job runs, the job rejects with the signal's reason at once and its worker
    * is killed (SIGKILL) and replaced: a running analysis cannot be interrupted between the
    * native calls of the pipeline, and work nobody waits for must not keep a worker busy
-   * (test/unit/inference/worker-pool.spec.ts, "kills the worker of a cancelled job").
+   * (test/unit/inference/analyzer.spec.ts, "stops the work of an aborted running analysis").
    */
   run(bytes: Uint8Array, options?: { signal?: AbortSignal }): Promise<JobOutcome>;
   /** onIdle registers a callback for when a worker becomes idle. */
@@ -66,12 +77,9 @@ export interface WorkerPool {
   close(): Promise<void>;
 }
 
-interface Slot {
-  worker: ChildProcess;
-  busy: boolean;
-  alive: boolean;
-  job?: { id: number; resolve: (o: JobOutcome) => void; reject: (e: unknown) => void };
-}
+const DEFAULT_START_TIMEOUT_MS = 120_000;
+const DEFAULT_RESTART_DELAY_MS = 1000;
+const MAX_RESTART_DELAY_MS = 30_000;
 
 function toError(e: { imageCode?: ImageError["code"]; name: string; message: string; stack?: string }): Error {
   if (e.imageCode) return new ImageError(e.imageCode, e.message);
@@ -89,204 +97,276 @@ function stopProcess(worker: ChildProcess, signal: NodeJS.Signals = "SIGTERM"): 
   });
 }
 
+/** RunningJob is the job a slot's worker runs now. */
+interface RunningJob {
+  id: number;
+  resolve: (o: JobOutcome) => void;
+  reject: (e: unknown) => void;
+}
+
+/** SlotEvents are what a {@link WorkerSlot} tells its pool after start-up. */
+interface SlotEvents {
+  /** The slot's job finished (result or error): the slot is idle again. */
+  jobDone(): void;
+  /** The worker died after it was ready; its job, if any, has been rejected. */
+  died(slot: WorkerSlot): void;
+}
+
+/**
+ * WorkerSlot is one worker process and the one job it runs. It is busy from its start until
+ * `ready` resolves, while it runs a job, and after an aborted job until its process is gone (a
+ * killed worker takes no new job). `ready` rejects when the worker fails to start: it reported
+ * an init error, exited, or did not report within the start timeout.
+ */
+class WorkerSlot {
+  busy = true;
+  alive = false;
+  model = "";
+  job: RunningJob | undefined;
+  readonly ready: Promise<void>;
+  private starting = true;
+  private readonly startTimer: NodeJS.Timeout;
+  private resolveStart!: () => void;
+  private rejectStart!: (e: Error) => void;
+
+  constructor(
+    readonly worker: ChildProcess,
+    data: WorkerData,
+    startTimeoutMs: number,
+    private readonly events: SlotEvents,
+  ) {
+    this.ready = new Promise((resolve, reject) => {
+      this.resolveStart = resolve;
+      this.rejectStart = reject;
+    });
+    this.startTimer = setTimeout(() => {
+      if (!this.starting) return;
+      this.starting = false;
+      void stopProcess(worker, "SIGKILL");
+      this.rejectStart(new Error(`inference worker did not start within ${startTimeoutMs} ms`));
+    }, startTimeoutMs);
+    worker.on("message", (msg: WorkerReply) => this.onMessage(msg));
+    worker.on("error", (err) => this.onDeath(err));
+    worker.on("exit", (code, signal) => this.onDeath(new Error(`worker exited with ${signal ?? `code ${code}`}`)));
+    const init: WorkerRequest = { type: "init", data };
+    worker.send(init, (err) => err && this.onDeath(err));
+  }
+
+  get pid(): number | undefined {
+    return this.worker.pid;
+  }
+
+  /** Whether the worker can take a job now. */
+  get idle(): boolean {
+    return this.alive && !this.busy;
+  }
+
+  /**
+   * run sends a job to this (idle) worker. When `signal` aborts, the job rejects with its reason
+   * at once and the worker is killed; its exit brings a replacement (see {@link WorkerPool.run}).
+   */
+  run(id: number, bytes: Uint8Array, signal: AbortSignal | undefined): Promise<JobOutcome> {
+    this.busy = true;
+    return new Promise<JobOutcome>((resolve, reject) => {
+      const onAbort = () => {
+        if (this.job?.id !== id) return;
+        this.job = undefined;
+        reject(signal!.reason);
+        // The slot stays busy until the process is gone.
+        this.worker.kill("SIGKILL");
+      };
+      const settle = <T>(fn: (v: T) => void) => (v: T) => {
+        signal?.removeEventListener("abort", onAbort);
+        fn(v);
+      };
+      this.job = { id, resolve: settle(resolve), reject: settle(reject) };
+      signal?.addEventListener("abort", onAbort, { once: true });
+      // Serialised into the channel: the caller keeps its buffer.
+      const job: WorkerRequest = { type: "job", id, bytes };
+      this.worker.send(job, (err) => {
+        if (err && this.job?.id === id) {
+          this.job = undefined;
+          signal?.removeEventListener("abort", onAbort);
+          reject(new Error("The inference worker stopped unexpectedly.", { cause: err }));
+          // A worker that cannot be written to is of no further use: its exit brings a replacement.
+          this.worker.kill("SIGKILL");
+        }
+      });
+    });
+  }
+
+  /** close stops the worker; its running job rejects once the process is gone. */
+  async close(): Promise<void> {
+    const job = this.job;
+    this.job = undefined;
+    this.alive = false;
+    await stopProcess(this.worker);
+    job?.reject(new Error("The analyzer is closed."));
+  }
+
+  private onMessage(msg: WorkerReply): void {
+    switch (msg.type) {
+      case "ready":
+        if (!this.starting) return;
+        this.starting = false;
+        clearTimeout(this.startTimer);
+        this.model = msg.model;
+        this.alive = true;
+        this.busy = false;
+        this.resolveStart();
+        return;
+      case "init-error": {
+        if (!this.starting) return;
+        this.starting = false;
+        clearTimeout(this.startTimer);
+        void stopProcess(this.worker);
+        const err = new Error(msg.message);
+        err.name = msg.name;
+        this.rejectStart(err);
+        return;
+      }
+      case "result":
+      case "error": {
+        const job = this.job;
+        if (!job || job.id !== msg.id) return;
+        this.job = undefined;
+        this.busy = false;
+        if (msg.type === "result") job.resolve({ result: msg.result, timings: msg.timings });
+        else job.reject(toError(msg.error));
+        this.events.jobDone();
+        return;
+      }
+    }
+  }
+
+  private onDeath(cause: unknown): void {
+    if (this.starting) {
+      this.starting = false;
+      clearTimeout(this.startTimer);
+      this.rejectStart(cause instanceof Error ? cause : new Error(`inference worker exited during start-up (${String(cause)})`));
+      return;
+    }
+    if (!this.alive) return;
+    this.alive = false;
+    const job = this.job;
+    this.job = undefined;
+    job?.reject(new Error("The inference worker stopped unexpectedly.", { cause }));
+    this.events.died(this);
+  }
+}
+
+/**
+ * ProcessWorkerPool keeps `size` slots filled: a worker that dies is replaced in its slot, the
+ * replacement retried with a doubling delay until one starts; until then the pool runs one short.
+ */
+class ProcessWorkerPool implements WorkerPool {
+  model = "";
+  private readonly slots: WorkerSlot[] = [];
+  private readonly idleCallbacks: Array<() => void> = [];
+  private readonly observer: WorkerPoolObserver;
+  private closed = false;
+  private nextId = 1;
+
+  constructor(private readonly options: WorkerPoolOptions) {
+    this.observer = options.observer ?? {};
+  }
+
+  /** start fills the slots, or stops every worker and throws the first start-up error. */
+  async start(size: number): Promise<void> {
+    const started = await Promise.allSettled(Array.from({ length: size }, () => this.startSlot()));
+    for (const s of started) if (s.status === "fulfilled") this.slots.push(s.value);
+    const failure = started.find((s): s is PromiseRejectedResult => s.status === "rejected");
+    if (failure) {
+      this.closed = true;
+      await Promise.all(this.slots.map((s) => stopProcess(s.worker)));
+      throw failure.reason;
+    }
+    this.report();
+  }
+
+  idleCount(): number {
+    return this.slots.filter((s) => s.idle).length;
+  }
+
+  pids(): number[] {
+    return this.slots.filter((s) => s.alive && s.pid).map((s) => s.pid!);
+  }
+
+  onIdle(callback: () => void): void {
+    this.idleCallbacks.push(callback);
+  }
+
+  run(bytes: Uint8Array, runOptions: { signal?: AbortSignal } = {}): Promise<JobOutcome> {
+    const slot = this.slots.find((s) => s.idle);
+    if (!slot) return Promise.reject(new Error("no idle inference worker"));
+    if (this.closed) return Promise.reject(new Error("The analyzer is closed."));
+    const signal = runOptions.signal;
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    const outcome = slot.run(this.nextId++, bytes, signal);
+    this.report();
+    return outcome;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await Promise.all(this.slots.map((s) => s.close()));
+  }
+
+  private startSlot(): Promise<WorkerSlot> {
+    const worker = (this.options.spawn ?? spawnWorkerProcess)(siblingModuleUrl(import.meta.url, "inference-worker"));
+    if (worker.pid) this.observer.started?.(worker.pid);
+    const slot = new WorkerSlot(worker, this.options.workerData, this.options.startTimeoutMs ?? DEFAULT_START_TIMEOUT_MS, {
+      jobDone: () => this.notifyIdle(),
+      died: (dead) => this.replace(dead),
+    });
+    return slot.ready.then(() => {
+      this.model = slot.model;
+      return slot;
+    });
+  }
+
+  /** replace starts a worker for the dead one's slot, retrying with a doubling delay (at most 30 s) until one starts. */
+  private replace(dead: WorkerSlot): void {
+    if (this.closed) return;
+    this.report();
+    const i = this.slots.indexOf(dead);
+    const attempt = (delayMs: number) =>
+      this.startSlot().then(
+        (fresh) => {
+          if (this.closed) return void stopProcess(fresh.worker);
+          if (i >= 0) this.slots[i] = fresh;
+          this.notifyIdle();
+        },
+        () => {
+          if (!this.closed) setTimeout(() => attempt(Math.min(MAX_RESTART_DELAY_MS, delayMs * 2)), delayMs).unref();
+        },
+      );
+    void attempt(this.options.restartDelayMs ?? DEFAULT_RESTART_DELAY_MS);
+  }
+
+  private notifyIdle(): void {
+    this.report();
+    for (const cb of this.idleCallbacks) cb();
+  }
+
+  /** report tells the observer the live workers and which run a job. */
+  private report(): void {
+    if (!this.observer.changed || this.closed) return;
+    const workers: PoolWorker[] = [];
+    this.slots.forEach((s, slot) => {
+      if (s.alive && s.pid) workers.push({ slot, pid: s.pid, busy: s.job !== undefined });
+    });
+    this.observer.changed(workers);
+  }
+}
+
 /**
  * createWorkerPool starts `size` workers and resolves once every one has loaded its model,
  * or rejects with the first start-up error (all workers are then stopped). A worker that
  * dies later is replaced (retried until a replacement starts); its job rejects.
  */
 export async function createWorkerPool(options: WorkerPoolOptions): Promise<WorkerPool> {
-  const size = Math.max(1, Math.floor(options.size));
-  const slots: Slot[] = [];
-  const idleCallbacks: Array<() => void> = [];
-  let closed = false;
-  let nextId = 1;
-  let model = "";
-
-  const cpus = options.cpus ?? cpusAllowed();
-  const affinity = options.affinity ?? (cpus.length >= 2 && size >= cpus.length ? createAffinitySetter() : undefined);
-  let pinned = false;
-  let unpinTimer: NodeJS.Timeout | undefined;
-
-  function pin(slot: Slot): void {
-    const i = slots.indexOf(slot);
-    if (i >= 0 && slot.worker.pid) affinity!.set(slot.worker.pid, [cpus[i % cpus.length]]);
-  }
-
-  /** Pins every worker while all CPUs are taken by jobs; frees them again after a quiet spell. */
-  function updateAffinity(): void {
-    if (!affinity?.available || cpus.length < 2 || closed) return;
-    const busy = slots.filter((s) => s.alive && s.job).length;
-    if (busy >= cpus.length) {
-      clearTimeout(unpinTimer);
-      unpinTimer = undefined;
-      if (!pinned) {
-        pinned = true;
-        for (const s of slots) if (s.alive) pin(s);
-      }
-    } else if (pinned && !unpinTimer) {
-      unpinTimer = setTimeout(() => {
-        unpinTimer = undefined;
-        pinned = false;
-        for (const s of slots) if (s.alive && s.worker.pid) affinity.set(s.worker.pid, cpus);
-      }, options.unpinDelayMs ?? 250);
-      unpinTimer.unref();
-    }
-  }
-
-  function notifyIdle(): void {
-    updateAffinity();
-    for (const cb of idleCallbacks) cb();
-  }
-
-  function start(): Promise<Slot> {
-    return new Promise((resolveStart, rejectStart) => {
-      const worker = (options.spawn ?? spawnWorkerProcess)(siblingModuleUrl(import.meta.url, "inference-worker"));
-      const slot: Slot = { worker, busy: true, alive: false };
-      let started = false;
-      const timer = setTimeout(() => {
-        if (!started) {
-          started = true;
-          void stopProcess(worker, "SIGKILL");
-          rejectStart(new Error(`inference worker did not start within ${options.startTimeoutMs ?? 120_000} ms`));
-        }
-      }, options.startTimeoutMs ?? 120_000);
-      worker.on("message", (msg: WorkerReply) => {
-        switch (msg.type) {
-          case "ready":
-            if (started) return;
-            started = true;
-            clearTimeout(timer);
-            model = msg.model;
-            slot.alive = true;
-            slot.busy = false;
-            resolveStart(slot);
-            return;
-          case "init-error": {
-            if (started) return;
-            started = true;
-            clearTimeout(timer);
-            void stopProcess(worker);
-            const err = new Error(msg.message);
-            err.name = msg.name;
-            rejectStart(err);
-            return;
-          }
-          case "result":
-          case "error": {
-            const job = slot.job;
-            if (!job || job.id !== msg.id) return;
-            slot.job = undefined;
-            slot.busy = false;
-            if (msg.type === "result") job.resolve({ result: msg.result, timings: msg.timings });
-            else job.reject(toError(msg.error));
-            notifyIdle();
-            return;
-          }
-        }
-      });
-      const onDeath = (cause: unknown) => {
-        if (!started) {
-          started = true;
-          clearTimeout(timer);
-          rejectStart(cause instanceof Error ? cause : new Error(`inference worker exited during start-up (${String(cause)})`));
-          return;
-        }
-        if (!slot.alive) return;
-        slot.alive = false;
-        const job = slot.job;
-        slot.job = undefined;
-        job?.reject(new Error("The inference worker stopped unexpectedly.", { cause }));
-        if (closed) return;
-        // Replace the dead worker; until it is ready the pool runs one short. A replacement
-        // that fails to start is retried with a doubling delay (at most 30 s) until one starts.
-        const i = slots.indexOf(slot);
-        const replace = (delayMs: number) =>
-          start().then(
-            (fresh) => {
-              if (closed) return void stopProcess(fresh.worker);
-              if (i >= 0) slots[i] = fresh;
-              if (pinned) pin(fresh);
-              notifyIdle();
-            },
-            () => {
-              if (!closed) setTimeout(() => replace(Math.min(30_000, delayMs * 2)), delayMs).unref();
-            },
-          );
-        void replace(options.restartDelayMs ?? 1000);
-      };
-      worker.on("error", onDeath);
-      worker.on("exit", (code, signal) => onDeath(new Error(`worker exited with ${signal ?? `code ${code}`}`)));
-      const init: WorkerRequest = { type: "init", data: options.workerData };
-      worker.send(init, (err) => err && onDeath(err));
-    });
-  }
-
-  const started = await Promise.allSettled(Array.from({ length: size }, () => start()));
-  for (const s of started) if (s.status === "fulfilled") slots.push(s.value);
-  const failure = started.find((s): s is PromiseRejectedResult => s.status === "rejected");
-  if (failure) {
-    closed = true;
-    affinity?.close();
-    await Promise.all(slots.map((s) => stopProcess(s.worker)));
-    throw failure.reason;
-  }
-
-  return {
-    get model() {
-      return model;
-    },
-    idleCount: () => slots.filter((s) => s.alive && !s.busy).length,
-    pids: () => slots.filter((s) => s.alive && s.worker.pid).map((s) => s.worker.pid!),
-    onIdle: (cb) => void idleCallbacks.push(cb),
-    run(bytes, runOptions = {}) {
-      const slot = slots.find((s) => s.alive && !s.busy);
-      if (!slot) return Promise.reject(new Error("no idle inference worker"));
-      if (closed) return Promise.reject(new Error("The analyzer is closed."));
-      const signal = runOptions.signal;
-      if (signal?.aborted) return Promise.reject(signal.reason);
-      slot.busy = true;
-      const id = nextId++;
-      return new Promise<JobOutcome>((resolve, reject) => {
-        const onAbort = () => {
-          if (slot.job?.id !== id) return;
-          slot.job = undefined;
-          reject(signal!.reason);
-          // The slot stays busy until the process is gone; its exit brings a replacement.
-          slot.worker.kill("SIGKILL");
-        };
-        const settle = <T>(fn: (v: T) => void) => (v: T) => {
-          signal?.removeEventListener("abort", onAbort);
-          fn(v);
-        };
-        slot.job = { id, resolve: settle(resolve), reject: settle(reject) };
-        signal?.addEventListener("abort", onAbort, { once: true });
-        // Serialised into the channel: the caller keeps its buffer.
-        const job: WorkerRequest = { type: "job", id, bytes };
-        slot.worker.send(job, (err) => {
-          if (err && slot.job?.id === id) {
-            slot.job = undefined;
-            signal?.removeEventListener("abort", onAbort);
-            reject(new Error("The inference worker stopped unexpectedly.", { cause: err }));
-            // A worker that cannot be written to is of no further use: its exit brings a replacement.
-            slot.worker.kill("SIGKILL");
-          }
-        });
-        updateAffinity();
-      });
-    },
-    async close() {
-      closed = true;
-      clearTimeout(unpinTimer);
-      affinity?.close();
-      await Promise.all(
-        slots.map(async (s) => {
-          const job = s.job;
-          s.job = undefined;
-          s.alive = false;
-          await stopProcess(s.worker);
-          job?.reject(new Error("The analyzer is closed."));
-        }),
-      );
-    },
-  };
+  const pool = new ProcessWorkerPool(options);
+  await pool.start(Math.max(1, Math.floor(options.size)));
+  return pool;
 }

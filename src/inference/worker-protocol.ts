@@ -9,10 +9,6 @@ import type { PipelineOptions, StageTimings } from "./pipeline.js";
 export interface WorkerData {
   modelPath: string;
   intraOpNumThreads: number;
-  /** Nice value the worker gives all its threads (Linux; 0 leaves them as they are). */
-  nice: number;
-  /** Whether the worker puts all its threads under SCHED_IDLE (Linux, `chrt`); threads it starts later inherit it. */
-  schedIdle: boolean;
   /** libvips threads (process-wide); 0 leaves sharp's default. */
   sharpConcurrency: number;
   pipeline: PipelineOptions;

@@ -9,13 +9,13 @@ import { createHash } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { mkdir, rename, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { dirname, join } from "node:path";
+import { PACKAGE_ROOT } from "../package-root.js";
 import { isTflite, readTflite } from "./tflite-reader.js";
 import { convertTfliteToOnnx } from "./tflite-to-onnx.js";
 
 /** DEFAULT_HAND_MODEL_DIR is `models/hands/`, resolved relative to the repository root. */
-export const DEFAULT_HAND_MODEL_DIR = resolve(dirname(fileURLToPath(import.meta.url)), "../../models/hands");
+export const DEFAULT_HAND_MODEL_DIR = join(PACKAGE_ROOT, "models/hands");
 
 /** HAND_MODEL_FILES names the converted models inside the model folder. */
 export const HAND_MODEL_FILES = Object.freeze({

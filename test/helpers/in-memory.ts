@@ -6,7 +6,8 @@ import { createClient, createRouterTransport, type Client } from "@connectrpc/co
 import { Health } from "../../gen/grpc/health/v1/health_pb.js";
 import { PalmService } from "../../gen/palm/v1/palm_pb.js";
 import type { Store } from "../../src/auth/store.js";
-import { createTestConfig, type Config } from "../../src/config.js";
+import type { Config } from "../../src/config.js";
+import { createTestConfig } from "./config.js";
 import type { Analyzer } from "../../src/inference/analyzer-types.js";
 import { createLogger } from "../../src/log.js";
 import { createInterceptors, createRoutes } from "../../src/server/routes.js";

@@ -6,8 +6,8 @@
  * (peak) reset per measurement through /proc/<pid>/clear_refs. The server's analysis workers are
  * its child processes: memory and CPU are summed over the server and its descendants.
  */
-import { spawn, type ChildProcess } from "node:child_process";
-import { readFileSync, writeFileSync } from "node:fs";
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { cpuSecondsOf, processTree, statusBytes, sumOver } from "./proc.js";
 import { freePort } from "./ports.js";
@@ -49,8 +49,8 @@ async function waitForHealth(url: string, child: ChildProcess, timeoutMs: number
 
 /**
  * startCommand reads the Node arguments and script of `npm start` from `root`'s package.json
- * (`node --initial-old-space-size=96 --import tsx src/main.ts` → those four after `node`), so
- * that the bench runs the server exactly as `npm start` does, each checkout with its own flags.
+ * (`node --initial-old-space-size=96 dist/src/main.js` → those two after `node`), so that the
+ * bench runs the server exactly as `npm start` does, each checkout with its own flags.
  */
 export function startCommand(root = ROOT): string[] {
   const start: string = JSON.parse(readFileSync(`${root}/package.json`, "utf8")).scripts.start;
@@ -59,12 +59,26 @@ export function startCommand(root = ROOT): string[] {
   return args;
 }
 
+const built = new Set<string>();
+
+/**
+ * buildOnce compiles `root`'s dist/ as `npm start`'s prestart does, once per checkout and bench
+ * run; a checkout from before dist/ (its start runs tsx) has nothing to build.
+ */
+function buildOnce(root: string): void {
+  if (built.has(root) || !existsSync(`${root}/scripts/build-dist.mjs`)) return;
+  const r = spawnSync(process.execPath, ["scripts/build-dist.mjs"], { cwd: root, stdio: "inherit" });
+  if (r.status !== 0) throw new Error(`building ${root}/dist failed`);
+  built.add(root);
+}
+
 /**
  * startServerProcess starts the server as `npm start` does (startCommand) with `env` added to
  * this process's environment and `nodeArgs` (e.g. --cpu-prof) before the others; `root` is the
  * checkout to run (default this one).
  */
 export async function startServerProcess(env: Record<string, string>, nodeArgs: readonly string[] = [], root = ROOT): Promise<ServerProcess> {
+  buildOnce(root);
   const port = await freePort();
   const child = spawn(process.execPath, [...nodeArgs, ...startCommand(root)], {
     cwd: root,

@@ -2,7 +2,8 @@
  * A real PalmServer on a free port for integration tests, with a silent logger.
  */
 import type { Store } from "../../src/auth/store.js";
-import { createTestConfig, type Config } from "../../src/config.js";
+import type { Config } from "../../src/config.js";
+import { createTestConfig } from "./config.js";
 import type { Analyzer } from "../../src/inference/analyzer-types.js";
 import { createLogger } from "../../src/log.js";
 import { createPalmServer, type PalmServer } from "../../src/server/server.js";

@@ -8,7 +8,7 @@ import { findTrailerError } from "@connectrpc/connect/protocol-grpc";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { createMemoryStore } from "../../src/auth/memory-store.js";
-import { createTestConfig } from "../../src/config.js";
+import { createTestConfig } from "../helpers/config.js";
 import { ERRORS } from "../../src/errors.js";
 import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
 import { createLogger } from "../../src/log.js";

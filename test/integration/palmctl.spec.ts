@@ -10,6 +10,7 @@ import { createRedisStore, type RedisStore } from "../../src/auth/redis-store.js
 import { runPalmctl } from "../../src/cli/palmctl.js";
 import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
 import { createTestAnalyzer } from "../helpers/analyzer.js";
+import { buildDist } from "../helpers/dist.js";
 import { makeImage } from "../helpers/images.js";
 import { parseRedisClusterNodes } from "../../src/config.js";
 import { startRedis, uniquePrefix, type RedisProcess } from "../helpers/redis.js";
@@ -28,7 +29,8 @@ let image: string;
 
 beforeAll(async () => {
   let jpeg: Buffer;
-  [redis, analyzer, jpeg] = await Promise.all([startRedis(), createTestAnalyzer(), makeImage(128, 128)]);
+  // bin/palmctl.mjs runs the compiled CLI.
+  [redis, analyzer, jpeg] = await Promise.all([startRedis(), createTestAnalyzer(), makeImage(128, 128), buildDist()]);
   image = jpeg.toString("base64");
   store = createRedisStore({ url: redis.url, keyPrefix: prefix });
   await store.ready(5000);
@@ -49,7 +51,7 @@ async function palmctlBin(...args: string[]): Promise<string[]> {
   return stdout.trimEnd().split("\n");
 }
 
-/** palmctl runs the same command in-process against the same Redis (no tsx start-up per call). */
+/** palmctl runs the same command in-process against the same Redis (no process start-up per call). */
 async function palmctl(...args: string[]): Promise<string[]> {
   const out: string[] = [];
   const code = await runPalmctl(args, { env: env(), stdout: (l) => out.push(l), stderr: (l) => out.push(l) });

@@ -9,7 +9,7 @@ import { PassThrough } from "node:stream";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { quotaPeriodOf } from "../../src/auth/quota-period.js";
 import { createRedisStore, type RedisStore } from "../../src/auth/redis-store.js";
-import { createTestConfig } from "../../src/config.js";
+import { createTestConfig } from "../helpers/config.js";
 import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
 import { createLogger } from "../../src/log.js";
 import { createPalmServer } from "../../src/server/server.js";

@@ -1,5 +1,5 @@
-import { describe, expect, it } from "vitest";
-import { ConfigError, DEFAULT_PLAN_LIMITS, loadConfig, unknownVariables } from "../../src/config.js";
+import { describe, expect, expectTypeOf, it } from "vitest";
+import { CONFIG_SCHEMA, ConfigError, DEFAULT_PLAN_LIMITS, loadConfig, unknownVariables, type Config, type RedisNode } from "../../src/config.js";
 
 describe("loadConfig()", () => {
   it("returns frozen defaults for an empty environment", () => {
@@ -9,9 +9,24 @@ describe("loadConfig()", () => {
     expect(c.planLimits).toEqual({ free: 100, starter: 1000, pro: 10000 });
     expect(c.planLimits).toBe(DEFAULT_PLAN_LIMITS);
     expect(c.analyzeTimeoutMs).toBe(30_000);
-    expect(c.workerSched).toBe("idle");
+    expect(c.osTuning).toBe("on");
     expect(Object.isFrozen(c)).toBe(true);
     expect(Object.isFrozen(c.planLimits)).toBe(true);
+  });
+
+  it("has one field per schema entry, typed by its parser (checked by npm run typecheck)", () => {
+    expect(Object.keys(loadConfig({})).sort()).toEqual(Object.keys(CONFIG_SCHEMA).sort());
+    expectTypeOf<Config["port"]>().toEqualTypeOf<number>();
+    expectTypeOf<Config["workers"]>().toEqualTypeOf<number | undefined>();
+    expectTypeOf<Config["host"]>().toEqualTypeOf<string | undefined>();
+    expectTypeOf<Config["redisKeyPrefix"]>().toEqualTypeOf<string>();
+    expectTypeOf<Config["osTuning"]>().toEqualTypeOf<"on" | "off">();
+    expectTypeOf<Config["redisClusterNodes"]>().toEqualTypeOf<readonly RedisNode[] | undefined>();
+    expectTypeOf<Config["corsOrigins"]>().toEqualTypeOf<readonly string[]>();
+  });
+
+  it("treats a blank value as unset and trims the others", () => {
+    expect(loadConfig({ PORT: "  ", PALM_REDIS_PREFIX: " x: ", PALM_WORKERS: " 3 " })).toMatchObject({ port: 8080, redisKeyPrefix: "x:", workers: 3 });
   });
 
   it("reads every variable", () => {
@@ -23,7 +38,7 @@ describe("loadConfig()", () => {
       PALM_DEV_KEY: "palm_live_0123456789abcdef0123456789abcdef",
       PALM_ANALYZE_TIMEOUT_MS: "5000",
       PALM_WORKERS: "3",
-      PALM_WORKER_SCHED: "normal",
+      PALM_OS_TUNING: "off",
       LOG_LEVEL: "debug",
     });
     expect(c).toMatchObject({
@@ -34,7 +49,7 @@ describe("loadConfig()", () => {
       devKey: "palm_live_0123456789abcdef0123456789abcdef",
       analyzeTimeoutMs: 5000,
       workers: 3,
-      workerSched: "normal",
+      osTuning: "off",
       logLevel: "debug",
     });
   });
@@ -49,7 +64,7 @@ describe("loadConfig()", () => {
         PALM_DEV_KEY: "palm_live_XYZ",
         PALM_ANALYZE_TIMEOUT_MS: "1.5",
         LOG_LEVEL: "loud",
-        PALM_WORKER_SCHED: "realtime",
+        PALM_OS_TUNING: "idle",
       });
     } catch (e) {
       err = e;
@@ -63,7 +78,21 @@ describe("loadConfig()", () => {
     expect(problems.join("\n")).toMatch(/PALM_DEV_KEY: expected palm_live_ followed by 32 lowercase hex/);
     expect(problems.join("\n")).toMatch(/PALM_ANALYZE_TIMEOUT_MS: expected an integer/);
     expect(problems.join("\n")).toMatch(/LOG_LEVEL: expected one of/);
-    expect(problems).toContain('PALM_WORKER_SCHED: expected one of idle, normal, got "realtime"');
+    expect(problems).toContain('PALM_OS_TUNING: expected one of on, off, got "idle"');
+  });
+
+  it("refuses the variables PALM_OS_TUNING replaced, naming it", () => {
+    let err: unknown;
+    try {
+      loadConfig({ PALM_WORKER_SCHED: "normal", PALM_THREAD_NICE: "10" });
+    } catch (e) {
+      err = e;
+    }
+    expect((err as ConfigError).problems).toEqual([
+      "PALM_THREAD_NICE: no longer read; PALM_OS_TUNING=on|off replaced it (on: nice 10, as its default)",
+      "PALM_WORKER_SCHED: no longer read; PALM_OS_TUNING=on|off replaced it (on: SCHED_IDLE workers, as idle did; off: no tuning at all)",
+    ]);
+    expect(unknownVariables({ PALM_WORKER_SCHED: "normal" }), "refused, not also reported as a typo").toEqual([]);
   });
 
   it("reads PALM_CORS_ORIGINS as a list of origins or *, and PALM_METRICS_PORT", () => {

@@ -7,7 +7,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { CONFIG_VARIABLES } from "../../src/config.js";
+import { CONFIG_VARIABLES, renderConfigTable } from "../../src/config.js";
 import { ERRORS } from "../../src/errors.js";
 
 const root = new URL("../../", import.meta.url).pathname;
@@ -24,6 +24,10 @@ describe("docs/api.md", () => {
 });
 
 describe("docs/operations.md", () => {
+  it("has the configuration table made from the config schema (npm run docs:config writes it)", () => {
+    expect(operations).toContain(`\n${renderConfigTable()}\n`);
+  });
+
   it.each(CONFIG_VARIABLES.map((v) => v.name))("documents the variable %s in the configuration table", (name) => {
     expect(operations).toMatch(new RegExp(`^\\| \`${name}\` \\|`, "m"));
   });

@@ -3,7 +3,7 @@ import { PalmService } from "../../../gen/palm/v1/palm_pb.js";
 import { createApiKeyInterceptor } from "../../../src/auth/api-key-interceptor.js";
 import { createQuotaInterceptor } from "../../../src/auth/quota-interceptor.js";
 import type { Store } from "../../../src/auth/store.js";
-import { createTestConfig } from "../../../src/config.js";
+import { createTestConfig } from "../../helpers/config.js";
 import { StoreUnavailableError } from "../../../src/errors.js";
 import { createRoutes } from "../../../src/server/routes.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

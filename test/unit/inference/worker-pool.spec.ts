@@ -1,17 +1,12 @@
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import { afterEach, describe, expect, it } from "vitest";
-import { cpusAllowed, createAffinitySetter, parseCpuList } from "../../../src/inference/cpu-affinity.js";
 import { DEFAULT_MODEL_PATH } from "../../../src/inference/model-session.js";
-import { createWorkerPool, type WorkerPool } from "../../../src/inference/worker-pool.js";
+import { createWorkerPool, type PoolWorker, type WorkerPool } from "../../../src/inference/worker-pool.js";
 import { spawnWorkerProcess } from "../../../src/worker-process.js";
-import { makeImage } from "../../helpers/images.js";
-import { isAlive as alive, schedPolicies } from "../../helpers/proc.js";
+import { isAlive as alive } from "../../helpers/proc.js";
 import { fixtureImage } from "./fixtures.js";
 
-const WORKER_DATA = { modelPath: DEFAULT_MODEL_PATH, intraOpNumThreads: 1, nice: 0, schedIdle: false, sharpConcurrency: 0, pipeline: {} };
-const SCHED_OTHER = 0;
-const SCHED_IDLE = 5;
-const hasChrt = spawnSync("chrt", ["--version"]).status === 0;
+const WORKER_DATA = { modelPath: DEFAULT_MODEL_PATH, intraOpNumThreads: 1, sharpConcurrency: 0, pipeline: {} };
 
 /** A worker that dies during start-up, as one that cannot load its model would. */
 const failingWorker = (): ChildProcess => spawn(process.execPath, ["-e", "process.exit(3)"], { stdio: ["ignore", "ignore", "ignore", "ipc"] });
@@ -62,7 +57,7 @@ describe("inference worker pool", () => {
   });
 
   it("stops its worker processes on close, and the caller keeps the bytes it sent", async () => {
-    pool = await createWorkerPool({ size: 2, workerData: WORKER_DATA, cpus: [] });
+    pool = await createWorkerPool({ size: 2, workerData: WORKER_DATA });
     const pids = pool.pids();
     expect(pids).toHaveLength(2);
     const bytes = fixtureImage("crop-0");
@@ -73,74 +68,36 @@ describe("inference worker pool", () => {
     pool = undefined;
     expect(pids.filter(alive)).toEqual([]);
   });
-});
 
-describe("scheduling policy of the workers", () => {
-  let pool: WorkerPool | undefined;
-  afterEach(async () => {
-    await pool?.close();
-    pool = undefined;
-  });
+  it("tells its observer of each worker's start, and of the live workers whenever one takes or finishes a job or dies", async () => {
+    const started: number[] = [];
+    const reports: PoolWorker[][] = [];
+    pool = await createWorkerPool({
+      size: 2,
+      workerData: WORKER_DATA,
+      restartDelayMs: 50,
+      observer: { started: (pid) => started.push(pid), changed: (workers) => reports.push([...workers]) },
+    });
+    const [a, b] = pool.pids();
+    expect([...started].sort()).toEqual([a, b].sort());
+    expect(reports.at(-1)).toEqual([
+      { slot: 0, pid: a, busy: false },
+      { slot: 1, pid: b, busy: false },
+    ]);
 
-  it.skipIf(!hasChrt)("puts every thread of a worker under SCHED_IDLE when asked, those it starts for a job included", async () => {
-    pool = await createWorkerPool({ size: 1, workerData: { ...WORKER_DATA, schedIdle: true }, cpus: [] });
-    const [pid] = pool.pids();
-    const before = schedPolicies(pid);
-    await pool.run(fixtureImage("crop-0")); // starts libvips' threads
-    const after = schedPolicies(pid);
-    expect([...after.keys()].filter((tid) => !before.has(tid)).length, "threads started by the job").toBeGreaterThan(0);
-    expect(new Set(after.values())).toEqual(new Set([SCHED_IDLE]));
-    await pool.close();
+    reports.length = 0;
+    await Promise.all([pool.run(fixtureImage("crop-0")), pool.run(fixtureImage("crop-0"))]);
+    expect(reports.map((r) => r.filter((w) => w.busy).length)).toEqual([1, 2, 1, 0]);
 
-    pool = await createWorkerPool({ size: 1, workerData: WORKER_DATA, cpus: [] });
-    await pool.run(fixtureImage("crop-0"));
-    expect(new Set(schedPolicies(pool.pids()[0]).values())).toEqual(new Set([SCHED_OTHER]));
-  });
-});
-
-describe("CPU affinity of the workers", () => {
-  it("reads the kernel's CPU lists", () => {
-    expect(parseCpuList("0")).toEqual([0]);
-    expect(parseCpuList("0-3,8,10-11\n")).toEqual([0, 1, 2, 3, 8, 10, 11]);
-    expect(parseCpuList("")).toEqual([]);
-    expect(parseCpuList("3-1")).toEqual([]);
-    expect(parseCpuList("0-1,x")).toEqual([]);
-  });
-
-  const cpus = cpusAllowed().slice(0, 2);
-  const setter = createAffinitySetter();
-  const canPin = cpus.length === 2 && setter.available;
-  setter.close();
-
-  // Linux with taskset and 2 CPUs (CI's machine): skipped only where pinning cannot happen at all.
-  it.skipIf(!canPin)("gives each worker a core of its own while all cores are busy, and frees them after", async () => {
-    const pool = await createWorkerPool({ size: 2, workerData: WORKER_DATA, cpus, unpinDelayMs: 100 });
-    try {
-      const [a, b] = pool.pids();
-      const allowed = (pid: number) => cpusAllowed(pid).join(",");
-      expect([allowed(a), allowed(b)]).toEqual([cpus.join(","), cpus.join(",")]);
-
-      // one job alone: the worker keeps every core
-      const photo = await makeImage(4032, 3024, "jpeg");
-      await pool.run(photo);
-      expect([allowed(a), allowed(b)]).toEqual([cpus.join(","), cpus.join(",")]);
-
-      // two at once: one core each, while they run
-      const seen = new Set<string>();
-      const jobs = Promise.all([pool.run(photo), pool.run(photo)]);
-      let done = false;
-      void jobs.finally(() => (done = true));
-      while (!done) {
-        seen.add(`${allowed(a)}|${allowed(b)}`);
-        await new Promise((r) => setTimeout(r, 10));
-      }
-      await jobs;
-      expect(seen).toContain(`${cpus[0]}|${cpus[1]}`);
-
-      // and every core again once the pool is no longer full
-      await waitFor(() => allowed(a) === cpus.join(",") && allowed(b) === cpus.join(","), 5000);
-    } finally {
-      await pool.close();
-    }
+    reports.length = 0;
+    process.kill(a, "SIGKILL");
+    await waitFor(() => !pool!.pids().includes(a) && pool!.idleCount() === 2);
+    const fresh = pool.pids().find((pid) => pid !== b)!;
+    expect(started.at(-1)).toBe(fresh);
+    expect(reports[0], "the dead worker leaves the list").toEqual([{ slot: 1, pid: b, busy: false }]);
+    expect(reports.at(-1), "its replacement takes its slot").toEqual([
+      { slot: 0, pid: fresh, busy: false },
+      { slot: 1, pid: b, busy: false },
+    ]);
   });
 });

@@ -2,7 +2,7 @@ import { existsSync } from "node:fs";
 import os from "node:os";
 import { Worker } from "node:worker_threads";
 import { afterEach, describe, expect, it } from "vitest";
-import { startThreadPriority, type ThreadPriority } from "../../src/thread-priority.js";
+import { startThreadPriority, type ThreadPriority } from "../../../src/launch/thread-priority.js";
 
 /** A worker that reports its own thread id (Linux) and stays alive until terminated. */
 const TID_WORKER = `
