@@ -20,6 +20,7 @@ import {
   ConnectError,
   createConnectRouter,
   type ConnectRouter,
+  type Interceptor,
   type ConnectRouterOptions,
 } from "@connectrpc/connect";
 import {
@@ -142,8 +143,30 @@ export function clientFault(e: ConnectError): ConnectError {
   }
 }
 
-/** passed tells whether a request passed the request interceptor: it puts the request id on every answer. */
-const passed = (...h: (Headers | undefined)[]) => h.some((x) => x?.has(REQUEST_ID_HEADER) === true);
+/**
+ * recorded tells whether an error answer's status metadata carries our request id: the request
+ * interceptor puts it on every error it sees; errors found by connect before it, or while a
+ * stream's input is read, have none.
+ */
+const recorded = (h: Headers | undefined) => h?.has(REQUEST_ID_HEADER) === true;
+
+/**
+ * inputFaults makes an error while reading a streaming call's input messages (they are parsed
+ * and decompressed as the service reads them, inside the interceptors) the client's fault:
+ * `invalid_json` by {@link clientFault}, never INTERNAL (test/integration/malformed-rpc.spec.ts).
+ */
+export const inputFaults: Interceptor = (next) => async (req) => {
+  if (!req.stream) return next(req);
+  const input = req.message;
+  const message = (async function* () {
+    try {
+      yield* input;
+    } catch (e) {
+      throw clientFault(ConnectError.from(e));
+    }
+  })();
+  return next({ ...req, message });
+};
 
 /**
  * mapLibraryErrors rewrites, in place, an error answer that did not pass the request interceptor
@@ -164,7 +187,7 @@ async function mapLibraryErrors(
     return { ...uRes, body: rewriteFirstEnvelope(body, trailerFlag, async (payload) => {
       const trailer = trailerParse(payload);
       const found = findTrailerError(trailer);
-      if (!found || passed(trailer, uRes.header)) return undefined;
+      if (!found || recorded(trailer)) return undefined;
       const err = await record(clientFault(found));
       return trailerSerialize(setTrailerStatus(new Headers(), err));
     }) };
@@ -177,7 +200,12 @@ async function mapLibraryErrors(
       } catch {
         return undefined;
       }
-      if (!end.error || passed(end.metadata, uRes.header)) return undefined;
+      if (!end.error) return undefined;
+      if (recorded(end.metadata)) {
+        // The request id on every answer: connect puts an error's metadata in the end-stream message only.
+        uRes.header?.set(REQUEST_ID_HEADER, end.metadata.get(REQUEST_ID_HEADER) ?? "");
+        return undefined;
+      }
       const err = await record(clientFault(end.error));
       uRes.header?.set(REQUEST_ID_HEADER, err.metadata.get(REQUEST_ID_HEADER) ?? "");
       return new TextEncoder().encode(JSON.stringify(endStreamToJson(err.metadata, err, {})));
@@ -187,7 +215,7 @@ async function mapLibraryErrors(
     const trailer = uRes.trailer;
     const rewrite = async () => {
       const found = findTrailerError(trailer);
-      if (!found || passed(trailer, uRes.header)) return;
+      if (!found || recorded(trailer)) return;
       const err = await record(clientFault(found));
       for (const k of [...trailer.keys()]) trailer.delete(k);
       setTrailerStatus(trailer, err);
@@ -207,7 +235,7 @@ async function mapLibraryErrors(
       })(),
     };
   }
-  if (!isEnveloped(ct) && uRes.status !== 200 && !passed(uRes.header) && ct.startsWith("application/")) {
+  if (!isEnveloped(ct) && uRes.status !== 200 && !recorded(uRes.header) && ct.startsWith("application/")) {
     const chunks: Uint8Array[] = [];
     for await (const c of body ?? []) chunks.push(c);
     let found: ConnectError;
@@ -278,6 +306,7 @@ export function createRpcAdapter(options: RpcAdapterOptions): RpcAdapter {
   const router = createConnectRouter({
     acceptCompression: [compressionGzip, compressionBrotli].map((c) => limitedCompression(c, tooLarge)),
     ...routerOptions,
+    interceptors: [...(routerOptions.interceptors ?? []), inputFaults],
   });
   routes(router);
   const paths = new Map<string, UniversalHandler>();
