@@ -210,11 +210,15 @@ export function answerOf(protocol: WireProtocol, err: ConnectError, contentType:
   }
 }
 
-/** closeSignal is aborted when the response closes before it finished: the client went away. */
+/**
+ * closeSignal is aborted when the response closes before the server ended it: the client went
+ * away (on HTTP/2 a reset stream also "finishes" the response, hence writableEnded;
+ * test/integration/door.spec.ts, "a client that leaves").
+ */
 export function closeSignal(res: NodeResponse): AbortSignal {
   const controller = new AbortController();
   res.once("close", () => {
-    if (!res.writableFinished) controller.abort(palmError("canceled"));
+    if (!res.writableEnded) controller.abort(palmError("canceled"));
   });
   return controller.signal;
 }

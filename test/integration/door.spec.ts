@@ -241,3 +241,28 @@ describe("a refusal from the headers, the body held back by the client", () => {
     expect(await store.usage("acme", quotaPeriodOf())).toBe(0);
   });
 });
+
+describe("a client that leaves at the door", () => {
+  it("gRPC: a stream reset while its key is checked is logged as canceled at once, Redis still hung, and nothing is charged", async () => {
+    redis.pause();
+    const session = http2.connect(`http://127.0.0.1:${port}`);
+    try {
+      const stream = session.request({ ":method": "POST", ":path": ANALYZE, "content-type": "application/grpc", te: "trailers", "x-api-key": key });
+      stream.on("error", () => {});
+      // A whole (tiny) message: the old path read it, then waited on the key check.
+      stream.end(Buffer.from([0, 0, 0, 0, 3, 0x0a, 1, 0xff]));
+      await new Promise((r) => setTimeout(r, 100));
+      stream.close(http2.constants.NGHTTP2_CANCEL);
+      const analyzeLine = () => lines.find((l) => l.method === "palm.v1.PalmService/Analyze");
+      // While Redis is still frozen: the door did not wait for the lookup (with the store's
+      // 300 ms command timeout, waiting would have logged 503 store_unavailable instead).
+      await expect.poll(analyzeLine, { timeout: 5000, interval: 10 }).toBeDefined();
+      expect({ status: analyzeLine().status, code: analyzeLine().code }).toEqual({ status: 499, code: "canceled" });
+    } finally {
+      session.close();
+      redis.resume();
+    }
+    expect(await store.usage("acme", quotaPeriodOf())).toBe(0);
+  });
+});
+
