@@ -13,7 +13,7 @@ import type { PlanLimits } from "../config.js";
 import { palmError, quotaExceeded, toPalmError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { randomUUID } from "node:crypto";
-import { kPrincipal, kQuota, kRequestId, type QuotaTicket, type UsageSnapshot } from "./context-keys.js";
+import { kPrincipal, kQuota, kRequestId, type QuotaTicket, type UsageSnapshot } from "../api/context-keys.js";
 import { quotaPeriodOf, secondsUntilReset, type QuotaPeriod } from "./quota-period.js";
 import type { Store } from "./store.js";
 

@@ -17,19 +17,15 @@ import {
   type MethodImplSpec,
   type ServiceImplSpec,
 } from "@connectrpc/connect";
-import type { ConnectNodeAdapterOptions } from "@connectrpc/connect-node";
 import { invokeUnaryImplementation } from "@connectrpc/connect/protocol";
-import { kRequestId } from "../auth/context-keys.js";
+import { kRequestId } from "../api/context-keys.js";
+import { errorPayload, webHeaders, type NodeRequest, type NodeResponse } from "../api/http.js";
+import { MAX_BODY_BYTES } from "../api/limits.js";
 import { httpStatusOf, palmError, reasonOf, toPalmError } from "../errors.js";
-import { newRequestId, REQUEST_ID_HEADER } from "../server/request-id.js";
-import { isJsonContentType, MAX_BODY_BYTES, readRequestBody } from "./rest-body.js";
+import { newRequestId, REQUEST_ID_HEADER } from "../api/request-id.js";
+import { isJsonContentType, readRequestBody } from "./rest-body.js";
 import { createRestCodec } from "./rest-codec.js";
 import type { RestRoute } from "./rest-routes.js";
-
-/** NodeHandlerFn is a Node (HTTP/1.1 or HTTP/2 compat) request handler. */
-export type NodeHandlerFn = NonNullable<ConnectNodeAdapterOptions["fallback"]>;
-export type NodeRequest = Parameters<NodeHandlerFn>[0];
-export type NodeResponse = Parameters<NodeHandlerFn>[1];
 
 /** RestAnswer is a complete REST response, written by the server. */
 export interface RestAnswer {
@@ -151,24 +147,4 @@ export function restErrorAnswer(e: ConnectError): RestAnswer {
   const requestId = err.metadata.get(REQUEST_ID_HEADER) ?? newRequestId();
   headers.set(REQUEST_ID_HEADER, requestId);
   return { status, headers, body: errorPayload(reasonOf(err) ?? "internal_error", err.rawMessage, status, requestId) };
-}
-
-/** errorPayload is SPEC.md's JSON error body, as bytes. */
-export function errorPayload(code: string, message: string, status: number, requestId: string): Buffer {
-  return Buffer.from(JSON.stringify({ error: { code, message, status, request_id: requestId } }));
-}
-
-/** pathOf is a request's path without its query string. */
-export function pathOf(req: NodeRequest): string {
-  return (req.url ?? "/").split("?", 1)[0];
-}
-
-/** webHeaders is a request's headers as a Headers object (HTTP/2 pseudo-headers left out). */
-export function webHeaders(req: NodeRequest): Headers {
-  const h = new Headers();
-  for (const [name, value] of Object.entries(req.headers)) {
-    if (value === undefined || name.startsWith(":")) continue;
-    h.set(name, Array.isArray(value) ? value.join(", ") : value);
-  }
-  return h;
 }

@@ -16,12 +16,13 @@ import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import { codeToHttpStatus, endStreamFlag, endStreamToJson, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
 import { encodeEnvelope } from "@connectrpc/connect/protocol";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
-import { kPrincipal, kProtocol, kRequestId, type Principal } from "../auth/context-keys.js";
+import { kPrincipal, kProtocol, kRequestId, type Principal } from "../api/context-keys.js";
 import { httpStatusOf, palmError, reasonOf, toPalmError } from "../errors.js";
 import type { Logger } from "../log.js";
-import { pathOf, restErrorAnswer, webHeaders, type NodeHandlerFn, type NodeRequest, type NodeResponse } from "../rest/rest-handler.js";
+import { pathOf, webHeaders, type NodeHandlerFn, type NodeRequest, type NodeResponse } from "../api/http.js";
+import { restErrorAnswer } from "../rest/rest-handler.js";
 import type { RestRoute, RestTable } from "../rest/rest-routes.js";
-import { newRequestId, REQUEST_ID_HEADER } from "./request-id.js";
+import { newRequestId, REQUEST_ID_HEADER } from "../api/request-id.js";
 import { respond, type Answer } from "./respond.js";
 
 /** WireProtocol is how a request's answer must be written. */

@@ -6,7 +6,7 @@
  */
 import http2 from "node:http2";
 import type net from "node:net";
-import type { NodeRequest, NodeResponse } from "../rest/rest-handler.js";
+import type { NodeRequest, NodeResponse } from "../api/http.js";
 
 /** Answer is a complete response: status, headers and the whole body. */
 export interface Answer {

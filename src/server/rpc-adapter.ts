@@ -41,9 +41,9 @@ import {
 import { findTrailerError, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { trailerFlag, trailerParse, trailerSerialize } from "@connectrpc/connect/protocol-grpc-web";
 import { palmError, reasonOf, toPalmError } from "../errors.js";
-import { REQUEST_ID_HEADER } from "./request-id.js";
+import { REQUEST_ID_HEADER } from "../api/request-id.js";
 import type { Logger } from "../log.js";
-import type { NodeRequest, NodeResponse } from "../rest/rest-handler.js";
+import type { NodeRequest, NodeResponse } from "../api/http.js";
 import type { DoorCall } from "./door.js";
 import { releaseUnreadBody } from "./respond.js";
 

@@ -23,14 +23,15 @@ import { createReadiness } from "../ops/readiness.js";
 import type { Logger } from "../log.js";
 import { createKeyCheck } from "../auth/api-key-interceptor.js";
 import { quotaLimitOf } from "../auth/quota-interceptor.js";
-import { MAX_BODY_BYTES } from "../rest/rest-body.js";
-import { createRestHandler, errorPayload, pathOf, type NodeHandlerFn } from "../rest/rest-handler.js";
+import { errorPayload, pathOf, type NodeHandlerFn } from "../api/http.js";
+import { MAX_BODY_BYTES } from "../api/limits.js";
+import { createRestHandler } from "../rest/rest-handler.js";
 import { createRestTable, restRoutesOf } from "../rest/rest-routes.js";
 import { createDoor } from "./door.js";
-import { newRequestId, REQUEST_ID_HEADER } from "./request-id.js";
+import { newRequestId, REQUEST_ID_HEADER } from "../api/request-id.js";
 import { respond } from "./respond.js";
 import { createRpcAdapter } from "./rpc-adapter.js";
-import { REST_SERVICES } from "./rest-services.js";
+import { REST_SERVICES } from "../rest/rest-services.js";
 import { createInterceptorChain, createServices, PUBLIC_METHODS, registerServices } from "./routes.js";
 
 /** PalmServerOptions configure {@link createPalmServer}. */
