@@ -94,10 +94,11 @@ export function createRestHandler(options: RestHandlerOptions): RestHandler {
 
   async function serve(req: NodeRequest, res: NodeResponse, route: RestRoute, call: RestCall): Promise<RestAnswer> {
     const requestId = call.contextValues.get(kRequestId) ?? newRequestId();
+    let ctx: ReturnType<typeof createHandlerContext> | undefined;
     try {
       const spec = specs.get(route.method);
       if (spec?.kind !== "unary") throw palmError("internal_error", { cause: new Error(`no unary implementation of ${route.method.name}`) });
-      const ctx = createHandlerContext({
+      ctx = createHandlerContext({
         service: route.method.parent,
         method: route.method,
         protocolName: "rest",
@@ -110,7 +111,7 @@ export function createRestHandler(options: RestHandlerOptions): RestHandler {
       });
       // The innermost interceptor reads the body: after the key and quota checks passed.
       const readBody: Interceptor = (next) => async (r) =>
-        r.stream ? next(r) : next({ ...r, message: (await readMessage(req, res, route, ctx.signal)) as typeof r.message });
+        r.stream ? next(r) : next({ ...r, message: (await readMessage(req, res, route, r.signal)) as typeof r.message });
       const interceptors = route.body === "" ? [...options.interceptors] : [...options.interceptors, readBody];
       const message = await invokeUnaryImplementation(spec, ctx, create(route.method.input), interceptors);
       const headers = restHeaders(ctx.responseHeader, ctx.responseTrailer);
@@ -122,6 +123,8 @@ export function createRestHandler(options: RestHandlerOptions): RestHandler {
       const err = ConnectError.from(e);
       if (!err.metadata.has(REQUEST_ID_HEADER)) err.metadata.set(REQUEST_ID_HEADER, requestId);
       return restErrorAnswer(err);
+    } finally {
+      ctx?.abort(); // unlinks the call's signal from the shutdown signal
     }
   }
 

@@ -39,8 +39,11 @@ function lingerOnClose(socket: net.Socket): void {
 }
 
 /**
- * lingerThenReset discards the rest of an HTTP/2 upload for a bounded time, then resets the
- * stream with NO_ERROR: an immediate RST_STREAM would make nghttp2 drop the answer's queued frames.
+ * lingerThenReset discards the rest of an HTTP/2 upload, for at most 1 s and 8 MiB, then resets
+ * the stream with NO_ERROR. Not at once: an immediate RST_STREAM would make nghttp2 drop the
+ * answer's queued DATA frames, and what the client had already sent on the reset stream would
+ * never be credited back to the connection's flow-control window (its next calls would stall,
+ * then be refused with ENHANCE_YOUR_CALM).
  */
 function lingerThenReset(req: NodeRequest & { stream: http2.ServerHttp2Stream }): void {
   const stream = req.stream;
@@ -55,6 +58,7 @@ function lingerThenReset(req: NodeRequest & { stream: http2.ServerHttp2Stream })
     discarded += chunk.byteLength;
     if (discarded > 8 * LINGER_BYTES) close();
   });
+  req.once("end", close);
   req.resume();
 }
 
