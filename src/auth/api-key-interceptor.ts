@@ -45,8 +45,8 @@ export function createKeyCheck(store: Store): KeyCheck {
 }
 
 /**
- * createApiKeyInterceptor sets {@link kPrincipal} for keyed methods, unless the door already
- * did (test/integration/door.spec.ts: one store lookup per request).
+ * createApiKeyInterceptor sets {@link kPrincipal} for keyed methods, unless the door already did
+ * (one store lookup per request).
  */
 export function createApiKeyInterceptor(options: ApiKeyInterceptorOptions): Interceptor {
   const publicMethods = new Set(options.publicMethods ?? []);

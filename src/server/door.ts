@@ -203,7 +203,7 @@ export function answerOf(protocol: WireProtocol, err: ConnectError, contentType:
       const headers = new Headers({ "content-type": contentType });
       const id = err.metadata.get(REQUEST_ID_HEADER);
       if (id !== null) headers.set(REQUEST_ID_HEADER, id);
-      const json = new TextEncoder().encode(JSON.stringify(endStreamToJson(err.metadata, err, {})));
+      const json = new TextEncoder().encode(JSON.stringify(endStreamToJson(new Headers(), err, {}))); // the error's metadata goes in once, from err
       return { status: 200, headers, body: encodeEnvelope(endStreamFlag, json) };
     }
     case "rest":

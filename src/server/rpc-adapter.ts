@@ -1,6 +1,7 @@
 /**
- * The node handler for the RPC protocols (gRPC, gRPC-Web, Connect), with SPEC.md's body limit
- * enforced before connect reads the message.
+ * connect's handlers for the RPC protocols (gRPC, gRPC-Web, Connect), behind the door (door.ts),
+ * with SPEC.md's body limit enforced before connect reads the message, and the error table for
+ * what connect itself refuses.
  *
  * connect-node's own `readMaxBytes` check runs before any interceptor, so a message over the
  * limit came back as connect's bare `resource_exhausted` ("message size is larger than
@@ -208,7 +209,7 @@ async function mapLibraryErrors(
       }
       const err = await record(clientFault(end.error));
       uRes.header?.set(REQUEST_ID_HEADER, err.metadata.get(REQUEST_ID_HEADER) ?? "");
-      return new TextEncoder().encode(JSON.stringify(endStreamToJson(err.metadata, err, {})));
+      return new TextEncoder().encode(JSON.stringify(endStreamToJson(new Headers(), err, {}))); // the error's metadata goes in once, from err
     }) };
   }
   if (ct.startsWith("application/grpc") && uRes.trailer) {
