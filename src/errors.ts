@@ -15,7 +15,7 @@ import {
   QuotaFailureSchema,
   RetryInfoSchema,
 } from "../gen/google/rpc/error_details_pb.js";
-import { isImageError, isOverloadedError } from "./image/image-error.js";
+import { isImageError, isOverloadedError } from "./api/engine-errors.js";
 
 /** ERROR_DOMAIN is the `domain` of every ErrorInfo detail. */
 export const ERROR_DOMAIN = "palm.v1";

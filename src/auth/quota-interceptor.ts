@@ -13,7 +13,7 @@ import type { PlanLimits } from "../config.js";
 import { palmError, quotaExceeded, toPalmError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { randomUUID } from "node:crypto";
-import { kPrincipal, kQuota, kRequestId, type QuotaTicket, type UsageSnapshot } from "./context-keys.js";
+import { kPrincipal, kQuota, kRequestId, type QuotaTicket, type UsageSnapshot } from "../api/context-keys.js";
 import { quotaPeriodOf, secondsUntilReset, type QuotaPeriod } from "./quota-period.js";
 import type { Store } from "./store.js";
 
@@ -47,6 +47,19 @@ export function setQuotaHeaders(h: Headers, limit: number, used: number, period:
 }
 
 /**
+ * quotaLimitOf is the monthly limit of `plan`; a plan missing from PALM_PLAN_LIMITS is a
+ * configuration fault (`internal_error`), never an unlimited quota. The door calls it from the
+ * headers, before any body is read; the interceptor again for in-process transports.
+ */
+export function quotaLimitOf(planLimits: PlanLimits, plan: string): number {
+  const limit = planLimits[plan];
+  if (limit === undefined) {
+    throw palmError("internal_error", { cause: new Error(`plan ${JSON.stringify(plan)} is not in PALM_PLAN_LIMITS`) });
+  }
+  return limit;
+}
+
+/**
  * createQuotaInterceptor hands each call with a recognised key its {@link QuotaTicket}
  * ({@link kQuota}), commits it when the call succeeds (if the service did not already) and
  * releases it when the call fails. Place it after the key check.
@@ -59,10 +72,7 @@ export function createQuotaInterceptor(options: QuotaInterceptorOptions): Interc
   return (next) => async (req) => {
     const principal = req.contextValues.get(kPrincipal);
     if (!principal) return next(req); // public method: no quota
-    const limit = planLimits[principal.plan];
-    if (limit === undefined) {
-      throw palmError("internal_error", { cause: new Error(`plan ${JSON.stringify(principal.plan)} is not in PALM_PLAN_LIMITS`) });
-    }
+    const limit = quotaLimitOf(planLimits, principal.plan);
     const period = quotaPeriodOf(now());
     const ticket = createTicket({
       store,

@@ -6,7 +6,7 @@
  */
 import type { PalmMetrics } from "../ops/metrics.js";
 import type { Readiness } from "../ops/readiness.js";
-import { pathOf, type NodeHandlerFn } from "../rest/rest-handler.js";
+import { pathOf, type NodeHandlerFn } from "../api/http.js";
 import type { Cors } from "./cors.js";
 import type { WebHandler } from "./web-handler.js";
 

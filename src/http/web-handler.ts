@@ -9,8 +9,7 @@ import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { PACKAGE_ROOT } from "../package-root.js";
-import type { NodeHandlerFn } from "../rest/rest-handler.js";
-import { pathOf } from "../rest/rest-handler.js";
+import { pathOf, type NodeHandlerFn } from "../api/http.js";
 
 /** WebHandlerOptions configure {@link createWebHandler}. */
 export interface WebHandlerOptions {

@@ -4,6 +4,7 @@
  */
 import sharp from "sharp";
 import type { Metadata, OutputInfo } from "sharp";
+import { MAX_IMAGE_BYTES } from "../api/limits.js";
 import { ImageError } from "./image-error.js";
 
 /** ImageFormat is one of the two accepted input formats. */
@@ -15,7 +16,7 @@ export type ImageFormat = "jpeg" | "png";
  */
 export const IMAGE_LIMITS = Object.freeze({
   /** Largest accepted image file: 5 MiB. */
-  maxBytes: 5 * 1024 * 1024,
+  maxBytes: MAX_IMAGE_BYTES,
   /** Smallest accepted side, pixels. */
   minSide: 64,
   /** Largest accepted side, pixels. */

@@ -8,11 +8,10 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
-import { kProtocol } from "../auth/context-keys.js";
+import { kProtocol } from "../api/context-keys.js";
 import { reasonOf, toPalmError } from "../errors.js";
 import type { Analyzer } from "../inference/analyzer-types.js";
-import type { NodeHandlerFn } from "../rest/rest-handler.js";
-import { protocolOf } from "../server/request-interceptor.js";
+import { protocolOf, type NodeHandlerFn } from "../api/http.js";
 
 type NodeRequest = Parameters<NodeHandlerFn>[0];
 type NodeResponse = Parameters<NodeHandlerFn>[1];

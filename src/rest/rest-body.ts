@@ -5,10 +5,8 @@
  */
 import type { IncomingMessage } from "node:http";
 import type { Http2ServerRequest } from "node:http2";
+import { MAX_BODY_BYTES } from "../api/limits.js";
 import { palmError } from "../errors.js";
-
-/** MAX_BODY_BYTES is SPEC.md's 8 MiB REST body limit. */
-export const MAX_BODY_BYTES = 8 * 1024 * 1024;
 
 /** ReadBodyOptions configure {@link readRequestBody}. */
 export interface ReadBodyOptions {

@@ -4,7 +4,7 @@
  */
 import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
 import { parentPort } from "node:worker_threads";
-import { REST_SERVICES } from "../server/rest-services.js";
+import { REST_SERVICES } from "./rest-services.js";
 import { codecFailure, type CodecReply, type CodecRequest } from "./rest-codec-protocol.js";
 import { decodeRestBody, encodeRestBody } from "./rest-json.js";
 

@@ -5,20 +5,13 @@
 import { Code, type Interceptor } from "@connectrpc/connect";
 import { httpStatusOf, reasonOf, toPalmError } from "../errors.js";
 import type { Logger } from "../log.js";
-import { kPrincipal, kProtocol, kRequestId } from "../auth/context-keys.js";
-import { newRequestId, REQUEST_ID_HEADER } from "./request-id.js";
+import { kPrincipal, kProtocol, kRequestId } from "../api/context-keys.js";
+import { protocolOf } from "../api/http.js";
+import { newRequestId, REQUEST_ID_HEADER } from "../api/request-id.js";
 
 /** RequestInterceptorOptions configure {@link createRequestInterceptor}. */
 export interface RequestInterceptorOptions {
   logger: Logger;
-}
-
-/** protocolOf names the wire protocol of a request from its content type. */
-export function protocolOf(header: Headers): string {
-  const ct = header.get("content-type") ?? "";
-  if (ct.startsWith("application/grpc-web")) return "grpc-web";
-  if (ct.startsWith("application/grpc")) return "grpc";
-  return "connect";
 }
 
 /** createRequestInterceptor returns the request id / error / log interceptor (place it first). */

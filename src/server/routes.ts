@@ -2,7 +2,7 @@
  * What the server serves, shared by the network adapter and the REST in-process client:
  * the routes, the public methods and the interceptor chain (one implementation for every protocol).
  */
-import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
+import { createServiceImplSpec, type ConnectRouter, type Interceptor, type ServiceImplSpec } from "@connectrpc/connect";
 import { Health } from "../../gen/grpc/health/v1/health_pb.js";
 import { ServerReflection } from "../../gen/grpc/reflection/v1/reflection_pb.js";
 import { PalmService } from "../../gen/palm/v1/palm_pb.js";
@@ -33,16 +33,32 @@ export interface RoutesOptions {
   stopping?: AbortSignal;
 }
 
-/** createRoutes registers palm.v1.PalmService, grpc.health.v1.Health and grpc.reflection.v1.ServerReflection. */
-export function createRoutes(options: RoutesOptions): (router: ConnectRouter) => void {
+/**
+ * createServices returns the implementations of palm.v1.PalmService, grpc.health.v1.Health and
+ * grpc.reflection.v1.ServerReflection: registered on connect's router for the RPC protocols and
+ * invoked directly by REST, through the same interceptors.
+ */
+export function createServices(options: RoutesOptions): ServiceImplSpec[] {
   const palm = createPalmService({ analyzer: options.analyzer, analyzeTimeoutMs: options.config.analyzeTimeoutMs });
   const health = createGrpcHealthService({ stopping: options.stopping });
   const reflection = createReflectionService({ services: [PalmService, Health, ServerReflection] });
+  return [
+    createServiceImplSpec<typeof PalmService>(PalmService, palm),
+    createServiceImplSpec<typeof Health>(Health, health),
+    createServiceImplSpec<typeof ServerReflection>(ServerReflection, reflection),
+  ];
+}
+
+/** registerServices puts `services` on a connect router. */
+export function registerServices(services: readonly ServiceImplSpec[]): (router: ConnectRouter) => void {
   return (router) => {
-    router.service(PalmService, palm);
-    router.service(Health, health);
-    router.service(ServerReflection, reflection);
+    for (const s of services) for (const m of Object.values(s.methods)) router.rpc(m.method, m.impl as never);
   };
+}
+
+/** createRoutes registers palm.v1.PalmService, grpc.health.v1.Health and grpc.reflection.v1.ServerReflection. */
+export function createRoutes(options: RoutesOptions): (router: ConnectRouter) => void {
+  return registerServices(createServices(options));
 }
 
 /** InterceptorsOptions configure {@link createInterceptors}. */
@@ -56,11 +72,27 @@ export interface InterceptorsOptions {
   metrics?: Interceptor;
 }
 
+/** InterceptorChain is the chain, and its outer part that also sees the door's refusals. */
+export interface InterceptorChain {
+  /** Outermost first: metrics, request id/log/errors, API key, quota. */
+  readonly all: Interceptor[];
+  /** Metrics and request id/log/errors: what a request refused at the door passes through. */
+  readonly outer: Interceptor[];
+}
+
 /** createInterceptors returns the chain, outermost first: metrics, request id/log/errors, API key, quota. */
 export function createInterceptors(options: InterceptorsOptions): Interceptor[] {
+  return createInterceptorChain(options).all;
+}
+
+/** createInterceptorChain returns {@link InterceptorChain} (one chain for every protocol). */
+export function createInterceptorChain(options: InterceptorsOptions): InterceptorChain {
+  const outer = [...(options.metrics ? [options.metrics] : []), createRequestInterceptor({ logger: options.logger })];
+  return { outer, all: [...outer, ...createInnerInterceptors(options)] };
+}
+
+function createInnerInterceptors(options: InterceptorsOptions): Interceptor[] {
   return [
-    ...(options.metrics ? [options.metrics] : []),
-    createRequestInterceptor({ logger: options.logger }),
     createApiKeyInterceptor({ store: options.store, publicMethods: PUBLIC_METHODS }),
     createQuotaInterceptor({
       store: options.store,

@@ -1,6 +1,7 @@
 /**
- * The node handler for the RPC protocols (gRPC, gRPC-Web, Connect), with SPEC.md's body limit
- * enforced before connect reads the message.
+ * connect's handlers for the RPC protocols (gRPC, gRPC-Web, Connect), behind the door (door.ts),
+ * with SPEC.md's body limit enforced before connect reads the message, and the error table for
+ * what connect itself refuses.
  *
  * connect-node's own `readMaxBytes` check runs before any interceptor, so a message over the
  * limit came back as connect's bare `resource_exhausted` ("message size is larger than
@@ -20,6 +21,7 @@ import {
   ConnectError,
   createConnectRouter,
   type ConnectRouter,
+  type Interceptor,
   type ConnectRouterOptions,
 } from "@connectrpc/connect";
 import {
@@ -28,19 +30,27 @@ import {
   universalRequestFromNodeRequest,
   universalResponseToNodeResponse,
 } from "@connectrpc/connect-node";
-import type { Compression, UniversalHandler, UniversalServerResponse } from "@connectrpc/connect/protocol";
-import { codeToHttpStatus, errorFromJsonBytes, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
+import { encodeEnvelope, type Compression, type UniversalHandler, type UniversalServerResponse } from "@connectrpc/connect/protocol";
+import {
+  codeToHttpStatus,
+  endStreamFlag,
+  endStreamFromJson,
+  endStreamToJson,
+  errorFromJsonBytes,
+  errorToJsonBytes,
+} from "@connectrpc/connect/protocol-connect";
 import { findTrailerError, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
-import { httpStatusOf, palmError, reasonOf, toPalmError } from "../errors.js";
-import { newRequestId, REQUEST_ID_HEADER } from "./request-id.js";
+import { trailerFlag, trailerParse, trailerSerialize } from "@connectrpc/connect/protocol-grpc-web";
+import { palmError, reasonOf, toPalmError } from "../errors.js";
+import { REQUEST_ID_HEADER } from "../api/request-id.js";
 import type { Logger } from "../log.js";
-import { pathOf, type NodeHandlerFn } from "../rest/rest-handler.js";
+import type { NodeRequest, NodeResponse } from "../api/http.js";
+import type { DoorCall } from "./door.js";
+import { releaseUnreadBody } from "./respond.js";
 
 /** RpcAdapterOptions configure {@link createRpcAdapter}. */
 export interface RpcAdapterOptions extends ConnectRouterOptions {
   routes: (router: ConnectRouter) => void;
-  /** Handles every path that is not an RPC (the REST surface). */
-  fallback: NodeHandlerFn;
   /** Largest request message (enveloped protocols) or body (Connect unary), bytes. */
   maxBodyBytes: number;
   logger: Logger;
@@ -135,34 +145,84 @@ export function clientFault(e: ConnectError): ConnectError {
 }
 
 /**
+ * recorded tells whether an error answer's status metadata carries our request id: the request
+ * interceptor puts it on every error it sees; errors found by connect before it, or while a
+ * stream's input is read, have none.
+ */
+const recorded = (h: Headers | undefined) => h?.has(REQUEST_ID_HEADER) === true;
+
+/**
+ * inputFaults makes an error while reading a streaming call's input messages (they are parsed
+ * and decompressed as the service reads them, inside the interceptors) the client's fault:
+ * `invalid_json` by {@link clientFault}, never INTERNAL (test/integration/malformed-rpc.spec.ts).
+ */
+export const inputFaults: Interceptor = (next) => async (req) => {
+  if (!req.stream) return next(req);
+  const input = req.message;
+  const message = (async function* () {
+    try {
+      yield* input;
+    } catch (e) {
+      throw clientFault(ConnectError.from(e));
+    }
+  })();
+  return next({ ...req, message });
+};
+
+/**
  * mapLibraryErrors rewrites, in place, an error answer that did not pass the request interceptor
- * (no request id on it: connect refused the request before any interceptor) into the error
- * table's answer, and logs it once. gRPC: the trailers are rewritten after the body has run;
- * Connect unary: the JSON error body and status are replaced. gRPC-Web and Connect streaming
- * bodies carry their trailers inside the body and are left as connect wrote them.
+ * (no request id on it: connect refused the message before any interceptor) into the error
+ * table's answer, recorded (log line, metrics) by `record`. gRPC: the trailers are rewritten
+ * after the body has run; Connect unary: the JSON error body and status are replaced; gRPC-Web and
+ * Connect streaming: such an answer is one trailer (end-stream) message, which is replaced
+ * (test/integration/malformed-rpc.spec.ts).
  */
 async function mapLibraryErrors(
   uRes: UniversalServerResponse,
   contentType: string,
-  log: (err: ConnectError, requestId: string) => void,
+  record: (err: ConnectError) => Promise<ConnectError>,
 ): Promise<UniversalServerResponse> {
   const ct = contentType.toLowerCase();
-  const passed = (h?: Headers) => h?.has(REQUEST_ID_HEADER) === true;
-  if (ct.startsWith("application/grpc") && !ct.startsWith("application/grpc-web") && uRes.trailer) {
-    const trailer = uRes.trailer;
-    const body = uRes.body as AsyncIterable<Uint8Array> | undefined;
-    const rewrite = () => {
+  const body = uRes.body as AsyncIterable<Uint8Array> | undefined;
+  if (ct.startsWith("application/grpc-web") && body) {
+    return { ...uRes, body: rewriteFirstEnvelope(body, trailerFlag, async (payload) => {
+      const trailer = trailerParse(payload);
       const found = findTrailerError(trailer);
-      if (!found || passed(trailer) || passed(uRes.header)) return;
-      const err = clientFault(found);
-      const requestId = newRequestId();
-      err.metadata.set(REQUEST_ID_HEADER, requestId);
+      if (!found || recorded(trailer)) return undefined;
+      const err = await record(clientFault(found));
+      return trailerSerialize(setTrailerStatus(new Headers(), err));
+    }) };
+  }
+  if (ct.startsWith("application/connect+") && body) {
+    return { ...uRes, body: rewriteFirstEnvelope(body, endStreamFlag, async (payload) => {
+      let end;
+      try {
+        end = endStreamFromJson(payload);
+      } catch {
+        return undefined;
+      }
+      if (!end.error) return undefined;
+      if (recorded(end.metadata)) {
+        // The request id on every answer: connect puts an error's metadata in the end-stream message only.
+        uRes.header?.set(REQUEST_ID_HEADER, end.metadata.get(REQUEST_ID_HEADER) ?? "");
+        return undefined;
+      }
+      const err = await record(clientFault(end.error));
+      uRes.header?.set(REQUEST_ID_HEADER, err.metadata.get(REQUEST_ID_HEADER) ?? "");
+      return new TextEncoder().encode(JSON.stringify(endStreamToJson(new Headers(), err, {}))); // the error's metadata goes in once, from err
+    }) };
+  }
+  if (ct.startsWith("application/grpc") && uRes.trailer) {
+    const trailer = uRes.trailer;
+    const rewrite = async () => {
+      const found = findTrailerError(trailer);
+      if (!found || recorded(trailer)) return;
+      const err = await record(clientFault(found));
       for (const k of [...trailer.keys()]) trailer.delete(k);
       setTrailerStatus(trailer, err);
-      log(err, requestId);
     };
     if (!body) {
-      rewrite();
+      await rewrite();
       return uRes;
     }
     return {
@@ -171,31 +231,60 @@ async function mapLibraryErrors(
         try {
           yield* body;
         } finally {
-          rewrite();
+          await rewrite();
         }
       })(),
     };
   }
-  if (!isEnveloped(ct) && uRes.status !== 200 && !passed(uRes.header) && ct.startsWith("application/")) {
+  if (!isEnveloped(ct) && uRes.status !== 200 && !recorded(uRes.header) && ct.startsWith("application/")) {
     const chunks: Uint8Array[] = [];
-    for await (const c of (uRes.body as AsyncIterable<Uint8Array> | undefined) ?? []) chunks.push(c);
+    for await (const c of body ?? []) chunks.push(c);
     let found: ConnectError;
     try {
       found = errorFromJsonBytes(Buffer.concat(chunks), undefined, new ConnectError("", Code.Internal));
     } catch {
       return { ...uRes, body: (async function* () { yield* chunks; })() };
     }
-    const err = clientFault(found);
-    const requestId = newRequestId();
+    const err = await record(clientFault(found));
     const header = new Headers(uRes.header);
-    header.set(REQUEST_ID_HEADER, requestId);
+    err.metadata.forEach((v, k) => header.set(k, v));
     header.set("content-type", "application/json");
     const bytes = errorToJsonBytes(err, {});
     header.set("content-length", String(bytes.byteLength));
-    log(err, requestId);
     return { status: codeToHttpStatus(err.code), header, body: (async function* () { yield bytes; })() };
   }
   return uRes;
+}
+
+/**
+ * rewriteFirstEnvelope passes an enveloped body through, except that when its first message
+ * has `flag` set (a trailer or end-stream message), `rewrite` may replace that message's payload.
+ */
+async function* rewriteFirstEnvelope(
+  body: AsyncIterable<Uint8Array>,
+  flag: number,
+  rewrite: (payload: Uint8Array) => Promise<Uint8Array | undefined>,
+): AsyncIterable<Uint8Array> {
+  const it = body[Symbol.asyncIterator]();
+  let head: Uint8Array = new Uint8Array(0);
+  for (;;) {
+    const r = await it.next();
+    if (r.done) {
+      if (head.byteLength > 0) yield head;
+      return;
+    }
+    head = head.byteLength === 0 ? r.value : Buffer.concat([head, r.value]);
+    if (head.byteLength < ENVELOPE_HEADER_BYTES) continue;
+    const end = ENVELOPE_HEADER_BYTES + new DataView(head.buffer, head.byteOffset, head.byteLength).getUint32(1, false);
+    if (head.byteLength < end) continue;
+    if ((head[0] & flag) === flag) {
+      const payload = await rewrite(head.subarray(ENVELOPE_HEADER_BYTES, end));
+      if (payload) head = Buffer.concat([encodeEnvelope(head[0], payload), head.subarray(end)]);
+    }
+    break;
+  }
+  yield head;
+  yield* { [Symbol.asyncIterator]: () => it };
 }
 
 /** refused is a body whose first read throws `tooLarge()`. */
@@ -203,27 +292,32 @@ async function* refused(tooLarge: () => Error): AsyncIterable<Uint8Array> {
   throw tooLarge();
 }
 
-/** createRpcAdapter returns the node handler of the RPC routes; other paths go to `fallback`. */
-export function createRpcAdapter(options: RpcAdapterOptions): NodeHandlerFn {
-  const { routes, fallback, maxBodyBytes, logger, ...routerOptions } = options;
+/** RpcAdapter is connect's handlers by request path and the way into them. */
+export interface RpcAdapter {
+  /** connect's handler of each RPC path. */
+  readonly paths: ReadonlyMap<string, UniversalHandler>;
+  /** serve runs an admitted request (the door's context values) through connect's handler. */
+  serve(req: NodeRequest, res: NodeResponse, handler: UniversalHandler, call: DoorCall): void;
+}
+
+/** createRpcAdapter registers the routes on a connect router and returns {@link RpcAdapter}. */
+export function createRpcAdapter(options: RpcAdapterOptions): RpcAdapter {
+  const { routes, maxBodyBytes, logger, ...routerOptions } = options;
   const tooLarge = () => palmError("image_too_large");
   const router = createConnectRouter({
     acceptCompression: [compressionGzip, compressionBrotli].map((c) => limitedCompression(c, tooLarge)),
     ...routerOptions,
+    interceptors: [...(routerOptions.interceptors ?? []), inputFaults],
   });
   routes(router);
   const paths = new Map<string, UniversalHandler>();
   for (const handler of router.handlers) paths.set(handler.requestPath, handler);
 
-  return (req, res) => {
-    const handler = paths.get(pathOf(req));
-    if (!handler) {
-      fallback(req, res);
-      return;
-    }
-    const uReq = universalRequestFromNodeRequest(req, res, undefined, undefined);
-    // Without a pre-parsed JSON body (the third argument), the body is the raw byte stream.
-    const raw = uReq.body as AsyncIterable<Uint8Array>;
+  const serve = (req: NodeRequest, res: NodeResponse, handler: UniversalHandler, call: DoorCall) => {
+    const uReq = universalRequestFromNodeRequest(req, res, undefined, call.contextValues);
+    // The body as a byte stream that is paused, not destroyed, when connect stops reading it
+    // early (a refusal): destroying it would reset the connection under the answer.
+    const raw = req.iterator({ destroyOnReturn: false }) as AsyncIterable<Uint8Array>;
     const enveloped = isEnveloped(uReq.header.get("content-type"));
     const declared = Number(uReq.header.get("content-length") ?? "");
     // connect would refuse a Content-Length over its readMaxBytes with its own error before
@@ -233,19 +327,18 @@ export function createRpcAdapter(options: RpcAdapterOptions): NodeHandlerFn {
     const body = refuse ? refused(tooLarge) : limitRequestBody(raw, enveloped, maxBodyBytes, tooLarge);
     const contentType = uReq.header.get("content-type") ?? "";
     const rpc = `${handler.service.typeName}/${handler.method.name}`;
-    // Errors connect detects before any interceptor get the error table's answer and a log line
-    // (test/integration/malformed-rpc.spec.ts).
-    const log = (err: ConnectError, requestId: string) =>
-      logger.info(
-        { request_id: requestId, protocol: contentType.startsWith("application/grpc") ? "grpc" : "connect", method: rpc, status: httpStatusOf(err), code: reasonOf(err) },
-        "request",
-      );
+    // Errors connect detects before any interceptor get the error table's answer, a log line and
+    // a count (test/integration/malformed-rpc.spec.ts).
     handler({ ...uReq, body })
-      .then((uRes) => mapLibraryErrors(uRes, contentType, log))
-      .then((uRes) => universalResponseToNodeResponse(uRes, res))
+      .then((uRes) => mapLibraryErrors(uRes, contentType, call.record))
+      .then((uRes) => {
+        releaseUnreadBody(req, res);
+        return universalResponseToNodeResponse(uRes, res);
+      })
       .catch((reason: unknown) => {
         if (ConnectError.from(reason).code === Code.Aborted) return;
         logger.error({ err: reason, rpc }, "rpc handler failed");
       });
   };
+  return { paths, serve };
 }

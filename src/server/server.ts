@@ -4,7 +4,8 @@
  * Node 20's plaintext `http2.createServer` does not fall back to HTTP/1.1 (its `allowHTTP1` is
  * honoured with TLS only), so a tiny TCP front reads the first bytes of each connection and hands
  * it to an HTTP/2 server (client preface "PRI * HTTP/2.0") or an HTTP/1.1 server; both run the same
- * RPC handler (`rpc-adapter.ts`), whose `fallback` is the REST surface.
+ * handler: the site (src/http), then the door (door.ts), which routes and admits every API request
+ * from its headers and hands it to connect's handler (rpc-adapter.ts) or to REST (src/rest).
  */
 import http from "node:http";
 import http2 from "node:http2";
@@ -20,12 +21,18 @@ import { createWebHandler } from "../http/web-handler.js";
 import { createMetrics, createMetricsServer } from "../ops/metrics.js";
 import { createReadiness } from "../ops/readiness.js";
 import type { Logger } from "../log.js";
-import { MAX_BODY_BYTES } from "../rest/rest-body.js";
-import { createRestHandler, errorPayload, pathOf, type NodeHandlerFn } from "../rest/rest-handler.js";
-import { newRequestId, REQUEST_ID_HEADER } from "./request-id.js";
+import { createKeyCheck } from "../auth/api-key-interceptor.js";
+import { quotaLimitOf } from "../auth/quota-interceptor.js";
+import { errorPayload, pathOf, type NodeHandlerFn } from "../api/http.js";
+import { MAX_BODY_BYTES } from "../api/limits.js";
+import { createRestHandler } from "../rest/rest-handler.js";
+import { createRestTable, restRoutesOf } from "../rest/rest-routes.js";
+import { createDoor } from "./door.js";
+import { newRequestId, REQUEST_ID_HEADER } from "../api/request-id.js";
+import { respond } from "./respond.js";
 import { createRpcAdapter } from "./rpc-adapter.js";
-import { REST_SERVICES } from "./rest-services.js";
-import { createInterceptors, createRoutes } from "./routes.js";
+import { REST_SERVICES } from "../rest/rest-services.js";
+import { createInterceptorChain, createServices, PUBLIC_METHODS, registerServices } from "./routes.js";
 
 /** PalmServerOptions configure {@link createPalmServer}. */
 export interface PalmServerOptions {
@@ -83,22 +90,21 @@ export function createPalmServer(options: PalmServerOptions): PalmServer {
   let closing = false;
   const shutdownController = new AbortController();
   const stopping = new AbortController();
-  const routes = createRoutes({ analyzer: options.analyzer, config, stopping: stopping.signal });
+  const services = createServices({ analyzer: options.analyzer, config, stopping: stopping.signal });
   const metrics = createMetrics({ analyzer: options.analyzer });
   const metricsServer = config.metricsPort === undefined ? undefined : createMetricsServer(metrics);
-  const interceptors = createInterceptors({ store: options.store, config, logger, now: options.now, metrics: metrics.interceptor });
+  const chain = createInterceptorChain({ store: options.store, config, logger, now: options.now, metrics: metrics.interceptor });
   const rest = createRestHandler({
-    services: REST_SERVICES,
-    routes,
-    interceptors,
+    services,
+    interceptors: chain.all,
     bodyTimeoutMs: config.bodyTimeoutMs,
     codecThreads: config.restCodecThreads,
-    logger,
+    shutdownSignal: shutdownController.signal,
   });
-  const adapter = createRpcAdapter({
-    routes,
-    fallback: rest,
-    interceptors,
+  const restTable = createRestTable(restRoutesOf(REST_SERVICES));
+  const rpc = createRpcAdapter({
+    routes: registerServices(services),
+    interceptors: chain.all,
     logger,
     // Request messages up to the REST body limit: the adapter refuses a larger one with SPEC's
     // image_too_large as its envelope header arrives; the 5 MiB image limit is checked by the
@@ -110,10 +116,26 @@ export function createPalmServer(options: PalmServerOptions): PalmServer {
     compressMinBytes: Number.MAX_SAFE_INTEGER,
     shutdownSignal: shutdownController.signal,
   });
+  // Route, key and plan from the headers, before any body is read, for every protocol (door.ts).
+  const checkKey = createKeyCheck(options.store);
+  const door = createDoor({
+    rpc: rpc.paths,
+    rest: restTable,
+    publicMethods: PUBLIC_METHODS,
+    admit: async (header) => {
+      const principal = await checkKey(header);
+      quotaLimitOf(config.planLimits, principal.plan);
+      return principal;
+    },
+    outer: chain.outer,
+    logger,
+    serveRpc: rpc.serve,
+    serveRest: (req, res, route, call) => void rest.serve(req, res, route, call).then((answer) => respond(req, res, answer)),
+  });
 
   // In front of the RPCs and REST: CORS, the demo page, the docs, readiness and metrics (src/http).
   const site = createSiteHandler({
-    next: adapter,
+    next: door,
     cors: createCors({ origins: config.corsOrigins }),
     web: createWebHandler({ devKey: options.devKey }),
     readiness: createReadiness({
@@ -184,7 +206,7 @@ export function createPalmServer(options: PalmServerOptions): PalmServer {
   // "Expect: 100-continue": REST answers it after the key check (rest-handler.ts); everything
   // else gets the 100 at once, as Node would do by itself.
   const checkContinue: NodeHandlerFn = (req, res) => {
-    if (!rest.hasPath(pathOf(req))) res.writeContinue();
+    if (!restTable.has(pathOf(req))) res.writeContinue();
     handle(req, res);
   };
   h1.on("checkContinue", checkContinue);

@@ -12,13 +12,11 @@ import {
   type AnalyzeResponse,
   type PalmService,
 } from "../../gen/palm/v1/palm_pb.js";
-import { kQuota, kRequestId, type UsageSnapshot } from "../auth/context-keys.js";
+import { kQuota, kRequestId, type UsageSnapshot } from "../api/context-keys.js";
 import { badRequest, palmError, toPalmError } from "../errors.js";
 import type { AnalysisResult, Analyzer } from "../inference/analyzer-types.js";
-import { newRequestId } from "../server/request-id.js";
-
-/** MAX_IMAGE_BYTES is SPEC.md's 5 MiB limit on the decoded image file. */
-export const MAX_IMAGE_BYTES = 5 * 1024 * 1024;
+import { MAX_IMAGE_BYTES } from "../api/limits.js";
+import { newRequestId } from "../api/request-id.js";
 
 /** PalmServiceOptions configure {@link createPalmService}. */
 export interface PalmServiceOptions {

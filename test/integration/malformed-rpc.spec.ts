@@ -1,10 +1,13 @@
 /**
  * Issue 20, finding 6: messages that connect itself refuses (before any interceptor) are answered
- * with the error table's code, message and ErrorInfo on gRPC (raw HTTP/2) and Connect, and logged.
+ * with the error table's code, message and ErrorInfo on gRPC (raw HTTP/2), gRPC-Web and Connect
+ * (unary and streaming, whose status travels in a message at the end of the body), and logged.
  */
 import http2 from "node:http2";
 import { PassThrough } from "node:stream";
+import { endStreamFromJson } from "@connectrpc/connect/protocol-connect";
 import { findTrailerError } from "@connectrpc/connect/protocol-grpc";
+import { trailerParse } from "@connectrpc/connect/protocol-grpc-web";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { createMemoryStore } from "../../src/auth/memory-store.js";
@@ -120,4 +123,60 @@ describe("malformed RPC messages", () => {
     expect(requestId).toMatch(/^palm_/);
     expect(lines.filter((l) => l.request_id === requestId && l.code === "invalid_json")).toHaveLength(1);
   });
+
+  it("answers a truncated protobuf on gRPC-Web with invalid_json and ErrorInfo in the trailer message", async () => {
+    const t = await grpcWebCall(envelope(0, Uint8Array.from([0x0a, 100, 1, 2, 3])));
+    expectTableError(t, "invalid_json");
+  });
+
+  it("answers a compressed flag without grpc-encoding on gRPC-Web with invalid_json, not INTERNAL", async () => {
+    const t = await grpcWebCall(envelope(1, Uint8Array.from([0x0a, 1, 0xff])));
+    expect(t["grpc-status"]).not.toBe("13");
+    expectTableError(t, "invalid_json");
+  });
+
+  it("answers a truncated protobuf on Connect streaming (Health/Watch) with invalid_argument, the table's message and ErrorInfo in the end-stream message", async () => {
+    const res = await fetch(`http://127.0.0.1:${port}/grpc.health.v1.Health/Watch`, {
+      method: "POST",
+      headers: { "content-type": "application/connect+proto", "connect-protocol-version": "1" },
+      body: new Uint8Array(envelope(0, Uint8Array.from([0x0a, 100, 1, 2, 3]))),
+    });
+    expect(res.status).toBe(200);
+    const frames = splitEnvelopes(Buffer.from(await res.arrayBuffer()));
+    expect(frames.map((f) => f.flags)).toEqual([2]);
+    const end = endStreamFromJson(frames[0].data);
+    expect(end.error?.code).toBe(ERRORS.invalid_json.code);
+    expect(end.error?.rawMessage).toBe(ERRORS.invalid_json.message);
+    expect(end.error?.findDetails(ErrorInfoSchema)[0]?.reason).toBe("invalid_json");
+    const requestId = end.metadata.get("x-request-id");
+    expect(requestId).toMatch(/^palm_/);
+    expect(res.headers.get("x-request-id")).toBe(requestId);
+    expect(lines.filter((l) => l.request_id === requestId && l.code === "invalid_json")).toHaveLength(1);
+  });
 });
+
+function splitEnvelopes(body: Buffer): { flags: number; data: Buffer }[] {
+  const out: { flags: number; data: Buffer }[] = [];
+  for (let pos = 0; pos + 5 <= body.byteLength; ) {
+    const length = body.readUInt32BE(pos + 1);
+    out.push({ flags: body[pos], data: body.subarray(pos + 5, pos + 5 + length) });
+    pos += 5 + length;
+  }
+  return out;
+}
+
+/** grpcWebCall sends one gRPC-Web request over HTTP/1.1 and returns its trailer message's fields. */
+async function grpcWebCall(body: Buffer): Promise<Record<string, string>> {
+  const res = await fetch(`http://127.0.0.1:${port}/palm.v1.PalmService/Analyze`, {
+    method: "POST",
+    headers: { "content-type": "application/grpc-web+proto", "x-api-key": key },
+    body: new Uint8Array(body),
+  });
+  expect(res.status).toBe(200);
+  const frames = splitEnvelopes(Buffer.from(await res.arrayBuffer()));
+  const trailer = frames.find((f) => (f.flags & 0x80) === 0x80);
+  const out: Record<string, string> = {};
+  res.headers.forEach((v, k) => (out[k] = v));
+  if (trailer) trailerParse(trailer.data).forEach((v, k) => (out[k] = v));
+  return out;
+}

@@ -10,7 +10,7 @@ import { describe, expect, it } from "vitest";
 import { ERRORS } from "../../../src/errors.js";
 import { OPENAPI_FILE } from "../../../src/http/web-handler.js";
 import { restRoutesOf } from "../../../src/rest/rest-routes.js";
-import { REST_SERVICES } from "../../../src/server/rest-services.js";
+import { REST_SERVICES } from "../../../src/rest/rest-services.js";
 import { PUBLIC_METHODS } from "../../../src/server/routes.js";
 
 const doc = JSON.parse(readFileSync(OPENAPI_FILE, "utf8"));

@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import { ErrorInfoSchema } from "../../../gen/google/rpc/error_details_pb.js";
 import { PalmService } from "../../../gen/palm/v1/palm_pb.js";
 import { createLogger } from "../../../src/log.js";
-import { newRequestId } from "../../../src/server/request-id.js";
+import { newRequestId } from "../../../src/api/request-id.js";
 import { createRequestInterceptor } from "../../../src/server/request-interceptor.js";
 import { catchError } from "../../helpers/in-memory.js";
 

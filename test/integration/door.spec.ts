@@ -1,0 +1,268 @@
+/**
+ * Issue 20, "one door before any body": a request that is refused from its headers (no key, an
+ * unknown key, a store that cannot answer) is answered in its own protocol's wire format while
+ * its body is still held back by the client, and the server then ends the stream or connection:
+ * the body is never read, decompressed or buffered. Real HTTP/1.1 and HTTP/2 clients, real Redis.
+ */
+import http from "node:http";
+import http2 from "node:http2";
+import { PassThrough } from "node:stream";
+import { findTrailerError } from "@connectrpc/connect/protocol-grpc";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
+import { generateApiKey } from "../../src/auth/api-key.js";
+import { quotaPeriodOf } from "../../src/auth/quota-period.js";
+import { createRedisStore, type RedisStore } from "../../src/auth/redis-store.js";
+import { createTestConfig } from "../helpers/config.js";
+import { ERRORS, type Reason } from "../../src/errors.js";
+import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
+import { createLogger } from "../../src/log.js";
+import { createPalmServer, type PalmServer } from "../../src/server/server.js";
+import { createTestAnalyzer } from "../helpers/analyzer.js";
+import { registerKey } from "../helpers/keys.js";
+import { startRedis, uniquePrefix, type RedisProcess } from "../helpers/redis.js";
+
+const ANALYZE = "/palm.v1.PalmService/Analyze";
+/** What the clients announce and never send: a whole 8 MiB body. */
+const DECLARED = String(8 * 1024 * 1024);
+
+let redis: RedisProcess;
+let analyzer: EngineAnalyzer;
+beforeAll(async () => {
+  [redis, analyzer] = await Promise.all([startRedis(), createTestAnalyzer({ workers: 1 })]);
+});
+afterAll(async () => {
+  await analyzer?.close();
+  await redis?.stop();
+});
+
+let store: RedisStore;
+let server: PalmServer;
+let port: number;
+let key: string;
+let lines: any[];
+beforeEach(async () => {
+  store = createRedisStore({ url: redis.url, keyPrefix: uniquePrefix(), commandTimeoutMs: 300 });
+  await store.ready(5000);
+  key = await registerKey(store, "acme", "free");
+  lines = [];
+  const logs = new PassThrough();
+  logs.on("data", (d: Buffer) => {
+    for (const l of d.toString().split("\n")) if (l) lines.push(JSON.parse(l));
+  });
+  server = createPalmServer({
+    analyzer,
+    store,
+    // A body deadline far beyond the bound below: only a refusal from the headers can answer in time.
+    config: createTestConfig({ port: 0, host: "127.0.0.1", bodyTimeoutMs: 60_000 }),
+    logger: createLogger({ level: "info", destination: logs }),
+  });
+  port = await server.listen();
+});
+afterEach(async () => {
+  redis.resume();
+  await server.shutdown(500);
+  await store.close();
+});
+
+/** within fails with `what` unless `p` settles within a generous bound (liveness, not speed). */
+function within<T>(p: Promise<T>, what: string, ms = 5000): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const bound = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(what)), ms)));
+  return Promise.race([p, bound]).finally(() => clearTimeout(timer));
+}
+
+interface Held {
+  status: number;
+  headers: Record<string, string>;
+  body: Buffer;
+  /** Resolves when the server ended the stream or connection, the body still unsent. */
+  closed: Promise<void>;
+}
+
+/** h2Held opens an HTTP/2 stream with `headers` and never sends its body. */
+function h2Held(headers: Record<string, string>): Promise<Held> {
+  return new Promise((resolve, reject) => {
+    const session = http2.connect(`http://127.0.0.1:${port}`);
+    session.on("error", reject);
+    const stream = session.request({ ":method": "POST", ":path": ANALYZE, "content-length": DECLARED, ...headers }, { endStream: false });
+    stream.on("error", () => {}); // a reset after the answer is the server ending the upload
+    const closed = new Promise<void>((r) => stream.once("close", () => r()));
+    closed.then(() => session.close());
+    stream.once("response", (h) => {
+      const chunks: Buffer[] = [];
+      const own: Record<string, string> = {};
+      for (const [k, v] of Object.entries(h)) if (!k.startsWith(":")) own[k] = String(v);
+      stream.on("data", (c: Buffer) => chunks.push(c));
+      const done = () => resolve({ status: Number(h[":status"]), headers: own, body: Buffer.concat(chunks), closed });
+      // A trailers-only answer ends the stream with its headers; others end with their body.
+      if (stream.readableEnded) done();
+      else stream.once("end", done);
+      stream.once("close", done);
+    });
+  });
+}
+
+/** h1Held sends HTTP/1.1 request headers declaring a body and never sends it. */
+function h1Held(headers: Record<string, string>, path = ANALYZE): Promise<Held> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: "127.0.0.1", port, path, method: "POST", agent: false, headers: { "content-length": DECLARED, ...headers } });
+    req.on("error", () => {});
+    req.once("socket", (socket) => {
+      const closed = new Promise<void>((r) => socket.once("close", () => r()));
+      req.once("response", (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.once("end", () => {
+          const own: Record<string, string> = {};
+          for (const [k, v] of Object.entries(res.headers)) own[k] = String(v);
+          resolve({ status: res.statusCode ?? 0, headers: own, body: Buffer.concat(chunks), closed });
+        });
+      });
+    });
+    req.once("error", reject);
+    req.flushHeaders();
+  });
+}
+
+/** expectGrpcStatus: the status, the table's message and ErrorInfo, a request id and its log line. */
+function expectGrpcStatus(h: Record<string, string>, reason: Reason): void {
+  expect(h["grpc-status"]).toBe(String(ERRORS[reason].code));
+  expect(decodeURIComponent(h["grpc-message"])).toBe(ERRORS[reason].message);
+  const web = new Headers();
+  for (const [k, v] of Object.entries(h)) web.set(k, v);
+  expect(findTrailerError(web)?.findDetails(ErrorInfoSchema)[0]?.reason).toBe(reason);
+  expectLogged(h["x-request-id"], reason);
+}
+
+function expectLogged(requestId: string | undefined, reason: Reason): void {
+  expect(requestId).toMatch(/^palm_/);
+  expect(lines.filter((l) => l.request_id === requestId && l.code === reason)).toHaveLength(1);
+}
+
+describe("a refusal from the headers, the body held back by the client", () => {
+  it("gRPC over HTTP/2 without a key: trailers-only UNAUTHENTICATED missing_api_key, then the stream is ended", async () => {
+    const r = await within(h2Held({ "content-type": "application/grpc+proto", te: "trailers" }), "no answer while the body was held back");
+    expect(r.status).toBe(200);
+    expect(r.body.byteLength).toBe(0);
+    expectGrpcStatus(r.headers, "missing_api_key");
+    await within(r.closed, "the stream stayed open");
+  });
+
+  it("gRPC over HTTP/2 with an unknown key: invalid_api_key after one Redis lookup", async () => {
+    const r = await within(
+      h2Held({ "content-type": "application/grpc", te: "trailers", "x-api-key": generateApiKey() }),
+      "no answer while the body was held back",
+    );
+    expectGrpcStatus(r.headers, "invalid_api_key");
+    await within(r.closed, "the stream stayed open");
+  });
+
+  it("gRPC with a gzip-encoded body and no key: refused before anything is decompressed", async () => {
+    const r = await within(
+      h2Held({ "content-type": "application/grpc", te: "trailers", "grpc-encoding": "gzip" }),
+      "no answer while the body was held back",
+    );
+    expectGrpcStatus(r.headers, "missing_api_key");
+  });
+
+  it("gRPC while Redis hangs: UNAVAILABLE store_unavailable (fail closed), body unread", async () => {
+    redis.pause();
+    const r = await within(h2Held({ "content-type": "application/grpc", te: "trailers", "x-api-key": key }), "no answer while the body was held back");
+    expectGrpcStatus(r.headers, "store_unavailable");
+    expect(r.headers["x-monthly-quota-remaining"]).toBeUndefined();
+  });
+
+  it("gRPC-Web over HTTP/1.1 without a key: the status in the headers, then the connection is closed", async () => {
+    const r = await within(h1Held({ "content-type": "application/grpc-web+proto" }), "no answer while the body was held back");
+    expect(r.status).toBe(200);
+    expect(r.body.byteLength).toBe(0);
+    expect(r.headers["content-type"]).toBe("application/grpc-web+proto");
+    expectGrpcStatus(r.headers, "missing_api_key");
+    await within(r.closed, "the connection stayed open");
+  });
+
+  it("gRPC-Web over HTTP/2 with an unknown key: the status in the headers, then the stream is ended", async () => {
+    const r = await within(
+      h2Held({ "content-type": "application/grpc-web+proto", "x-api-key": generateApiKey() }),
+      "no answer while the body was held back",
+    );
+    expectGrpcStatus(r.headers, "invalid_api_key");
+    await within(r.closed, "the stream stayed open");
+  });
+
+  it("Connect unary over HTTP/1.1 without a key: 401 with the Connect error JSON and ErrorInfo, then the connection is closed", async () => {
+    const r = await within(h1Held({ "content-type": "application/proto", "connect-protocol-version": "1" }), "no answer while the body was held back");
+    expect(r.status).toBe(401);
+    const json = JSON.parse(r.body.toString());
+    expect(json.code).toBe("unauthenticated");
+    expect(json.message).toBe(ERRORS.missing_api_key.message);
+    expect(json.details?.[0]?.type).toBe("google.rpc.ErrorInfo");
+    expectLogged(r.headers["x-request-id"], "missing_api_key");
+    await within(r.closed, "the connection stayed open");
+  });
+
+  it("Connect unary over HTTP/2 with an unknown key: 401 invalid_api_key, then the stream is ended", async () => {
+    const r = await within(
+      h2Held({ "content-type": "application/json", "x-api-key": generateApiKey() }),
+      "no answer while the body was held back",
+    );
+    expect(r.status).toBe(401);
+    expect(JSON.parse(r.body.toString()).message).toBe(ERRORS.invalid_api_key.message);
+    expectLogged(r.headers["x-request-id"], "invalid_api_key");
+    await within(r.closed, "the stream stayed open");
+  });
+
+  it("REST over HTTP/2 with an unknown key: SPEC's 401 JSON, then the stream is ended", async () => {
+    const session = http2.connect(`http://127.0.0.1:${port}`);
+    try {
+      const stream = session.request(
+        { ":method": "POST", ":path": "/v1/palm/analyze", "content-type": "application/json", "content-length": DECLARED, "x-api-key": generateApiKey() },
+        { endStream: false },
+      );
+      stream.on("error", () => {});
+      const closed = new Promise<void>((r) => stream.once("close", () => r()));
+      const answer = await within(
+        new Promise<{ status: number; body: string }>((resolve) => {
+          let status = 0;
+          let body = "";
+          stream.once("response", (h) => (status = Number(h[":status"])));
+          stream.on("data", (c: Buffer) => (body += c));
+          stream.once("end", () => resolve({ status, body }));
+        }),
+        "no answer while the body was held back",
+      );
+      expect(answer.status).toBe(401);
+      expect(JSON.parse(answer.body).error.code).toBe("invalid_api_key");
+      await within(closed, "the stream stayed open");
+    } finally {
+      session.close();
+    }
+    expect(await store.usage("acme", quotaPeriodOf())).toBe(0);
+  });
+});
+
+describe("a client that leaves at the door", () => {
+  it("gRPC: a stream reset while its key is checked is logged as canceled at once, Redis still hung, and nothing is charged", async () => {
+    redis.pause();
+    const session = http2.connect(`http://127.0.0.1:${port}`);
+    try {
+      const stream = session.request({ ":method": "POST", ":path": ANALYZE, "content-type": "application/grpc", te: "trailers", "x-api-key": key });
+      stream.on("error", () => {});
+      // A whole (tiny) message: the old path read it, then waited on the key check.
+      stream.end(Buffer.from([0, 0, 0, 0, 3, 0x0a, 1, 0xff]));
+      await new Promise((r) => setTimeout(r, 100));
+      stream.close(http2.constants.NGHTTP2_CANCEL);
+      const analyzeLine = () => lines.find((l) => l.method === "palm.v1.PalmService/Analyze");
+      // While Redis is still frozen: the door did not wait for the lookup (with the store's
+      // 300 ms command timeout, waiting would have logged 503 store_unavailable instead).
+      await expect.poll(analyzeLine, { timeout: 5000, interval: 10 }).toBeDefined();
+      expect({ status: analyzeLine().status, code: analyzeLine().code }).toEqual({ status: 499, code: "canceled" });
+    } finally {
+      session.close();
+      redis.resume();
+    }
+    expect(await store.usage("acme", quotaPeriodOf())).toBe(0);
+  });
+});
+
