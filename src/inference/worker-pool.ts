@@ -1,6 +1,6 @@
 /**
  * A fixed pool of inference worker processes, each running one job at a time (started with
- * ../worker-process.ts: compiled from dist/, TypeScript under tsx and vitest). Processes rather
+ * ../api/worker-process.ts: compiled from dist/, TypeScript under tsx and vitest). Processes rather
  * than threads: each worker's libvips, libuv and V8 helper threads are its own, so the launcher
  * can schedule a worker as a whole (../launch/os-tuning.ts, told of the workers through
  * {@link WorkerPoolObserver}), and a worker killed in the middle of a native call takes nothing
@@ -8,8 +8,8 @@
  */
 import type { ChildProcess } from "node:child_process";
 import { ImageError } from "../image/image-error.js";
-import { siblingModuleUrl } from "../worker-thread.js";
-import { spawnWorkerProcess } from "../worker-process.js";
+import { siblingModuleUrl } from "../api/worker-thread.js";
+import { spawnWorkerProcess } from "../api/worker-process.js";
 import type { AnalysisResult } from "./analyzer-types.js";
 import type { StageTimings } from "./pipeline.js";
 import type { WorkerData, WorkerReply, WorkerRequest } from "./worker-protocol.js";
