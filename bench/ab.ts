@@ -65,16 +65,22 @@ export async function abThroughput(
       const r = await callUnary(clients[i], PalmService.method.analyze, { image: w.bytes }, { "x-api-key": key });
       if (r.error) throw new Error(`side ${"AB"[i]} gRPC: ${r.error.code} ${r.error.details}`);
     } else {
-      const res = await fetch(`${servers[i].url}/v1/palm/analyze`, { method: "POST", headers: { "content-type": "application/json", "x-api-key": key }, body });
+      const res = await fetch(`${servers[i].url}/v1/palm/analyze`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-api-key": key },
+        body,
+      });
       await res.arrayBuffer();
       if (res.status !== 200) throw new Error(`side ${"AB"[i]} REST: ${res.status}`);
     }
   };
   const cell = async (i: number, protocol: "gRPC" | "REST", c: number) => {
     const t0 = performance.now();
-    await Promise.all(Array.from({ length: c }, async () => {
-      for (let k = 0; k < perLoop; k++) await one(i, protocol);
-    }));
+    await Promise.all(
+      Array.from({ length: c }, async () => {
+        for (let k = 0; k < perLoop; k++) await one(i, protocol);
+      }),
+    );
     return (c * perLoop) / ((performance.now() - t0) / 1000);
   };
   const cells = new Map<string, [number[], number[]]>(CELLS.map(([p, c]) => [`${p} c=${c}`, [[], []]]));
@@ -88,7 +94,7 @@ export async function abThroughput(
       log(`round ${r + 1}/${rounds} done`);
     }
   } finally {
-    clients.forEach((c) => c.close());
+    for (const c of clients) c.close();
     for (const s of servers) await s.stop();
   }
   return { cells };

@@ -15,5 +15,10 @@ export function hasFlag(name: string): boolean {
 
 /** envArg parses `name K=V[,K=V]` into an environment ({} when absent). */
 export function envArg(name: string): Record<string, string> {
-  return Object.fromEntries((argValue(name) ?? "").split(",").filter(Boolean).map((kv) => kv.split("=", 2) as [string, string]));
+  return Object.fromEntries(
+    (argValue(name) ?? "")
+      .split(",")
+      .filter(Boolean)
+      .map((kv) => kv.split("=", 2) as [string, string]),
+  );
 }

@@ -38,7 +38,14 @@ export interface Cell {
 }
 
 /** restCell runs `amount` REST analyses of `w` over `c` connections (or for `duration` s when given). */
-export async function restCell(server: ServerProcess, key: string, w: Workload, c: number, amount: number, duration?: number): Promise<Cell> {
+export async function restCell(
+  server: ServerProcess,
+  key: string,
+  w: Workload,
+  c: number,
+  amount: number,
+  duration?: number,
+): Promise<Cell> {
   const t0 = performance.now();
   const cpu0 = server.cpuSeconds();
   const machine0 = machineCpu();
@@ -79,7 +86,14 @@ export async function restCell(server: ServerProcess, key: string, w: Workload, 
 }
 
 /** grpcCell runs `amount` gRPC analyses of `w` in `c` closed loops on `client`'s connection. */
-export async function grpcCell(server: ServerProcess, client: GrpcClient, key: string, w: Workload, c: number, amount: number): Promise<Cell> {
+export async function grpcCell(
+  server: ServerProcess,
+  client: GrpcClient,
+  key: string,
+  w: Workload,
+  c: number,
+  amount: number,
+): Promise<Cell> {
   const latencies: number[] = [];
   let ok = 0;
   let overloaded = 0;

@@ -97,7 +97,13 @@ export async function engineAb(dir: string, rounds: number): Promise<EngineAbRow
         }
         ratios.push(got[0] / got[1]);
       }
-      rows.push({ workload: w.name, names: [sides[0].name, sides[1].name], ms: [median(ms[0]), median(ms[1])], ratio: median(ratios), lines: [found[0], found[1]] });
+      rows.push({
+        workload: w.name,
+        names: [sides[0].name, sides[1].name],
+        ms: [median(ms[0]), median(ms[1])],
+        ratio: median(ratios),
+        lines: [found[0], found[1]],
+      });
     }
   } finally {
     for (const s of sides) await s.close();

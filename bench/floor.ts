@@ -49,7 +49,10 @@ export async function measureFloor(workloads: readonly Workload[], options: Floo
   try {
     for (const w of workloads) {
       const samples: Record<string, number[]> = {};
-      const add = (k: string, v: number) => (samples[k] ??= []).push(v);
+      const add = (k: string, v: number) => {
+        samples[k] ??= [];
+        samples[k].push(v);
+      };
       let detected: string[] = [];
       // One untimed round first (page cache, lazy allocations).
       await analyzeImage(w.bytes, engine);

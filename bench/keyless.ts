@@ -17,7 +17,9 @@ const PATH = `/${PalmService.typeName}/${PalmService.method.analyze.name}`;
 
 /** keylessMessage is an AnalyzeRequest whose encoding is exactly MAX_BODY_BYTES (8 MiB): the largest the server accepts. */
 function keylessMessage(): Buffer {
-  const overhead = toBinary(AnalyzeRequestSchema, create(AnalyzeRequestSchema, { image: new Uint8Array(MAX_BODY_BYTES - 16) })).byteLength - (MAX_BODY_BYTES - 16);
+  const overhead =
+    toBinary(AnalyzeRequestSchema, create(AnalyzeRequestSchema, { image: new Uint8Array(MAX_BODY_BYTES - 16) })).byteLength -
+    (MAX_BODY_BYTES - 16);
   const image = new Uint8Array(MAX_BODY_BYTES - overhead);
   for (let i = 0; i < image.length; i += 4096) image[i] = (i * 2654435761) >>> 24; // not all zeros
   const bytes = Buffer.from(toBinary(AnalyzeRequestSchema, create(AnalyzeRequestSchema, { image })));
@@ -148,7 +150,11 @@ export async function keylessCost(server: ServerProcess, protocol: RpcProtocol, 
  * Connect) sending keyless 8 MiB bodies back to back until `stop` resolves. Returns the calls
  * answered and their outcomes.
  */
-export async function keylessFlood(server: ServerProcess, clients: number, stop: Promise<unknown>): Promise<{ calls: number; outcomes: Record<string, number> }> {
+export async function keylessFlood(
+  server: ServerProcess,
+  clients: number,
+  stop: Promise<unknown>,
+): Promise<{ calls: number; outcomes: Record<string, number> }> {
   let done = false;
   void stop.then(() => (done = true));
   const outcomes: Record<string, number> = {};

@@ -9,7 +9,7 @@ import { pairedFloor, scaling, withCells, restCell, type Protocol } from "./cell
 import { engineScaling, pooledRatio } from "./engine-cells.js";
 import { engineAb } from "./engine-ab.js";
 import { measureFloor } from "./floor.js";
-import { probeHealth, saturatedHealth, warmUp } from "./health-probe.js";
+import { probeHealth, saturatedHealth } from "./health-probe.js";
 import { keylessCost, keylessFlood } from "./keyless.js";
 import { median, quantile } from "./stats.js";
 import { uploadWindows } from "./upload-window.js";
@@ -155,7 +155,15 @@ function scalingScenario(protocol: Protocol): Scenario {
     how: SCALING_HOW,
     async run(ctx) {
       const server = await ctx.server(SERVERS.bench);
-      const s = await scaling(server, ctx.key, ctx.workload("12MP JPEG"), protocol, q(ctx, 6, 2), { 1: q(ctx, 6, 3), 2: q(ctx, 12, 4) }, ctx.log);
+      const s = await scaling(
+        server,
+        ctx.key,
+        ctx.workload("12MP JPEG"),
+        protocol,
+        q(ctx, 6, 2),
+        { 1: q(ctx, 6, 3), 2: q(ctx, 12, 4) },
+        ctx.log,
+      );
       const ratio = s.pooled[1] / s.pooled[0];
       return {
         value: ratio,
@@ -193,7 +201,13 @@ const ENGINE_SCALING: Scenario = {
         text: `${f(ratio)}x`,
         detail:
           `analyses/s c=1 ${f(em((r) => r.c1.rps))}, c=2 ${f(em((r) => r.c2.rps))}; per round ${rounds.map((r) => f(r.c2.rps / r.c1.rps)).join(", ")}; ` +
-          `cores ${f(em((r) => r.c1.cores))} → ${f(em((r) => r.c2.cores))}; CPU per analysis ${f(em((r) => r.c1.cpuMs), 0)} / ${f(em((r) => r.c2.cpuMs), 0)} ms; ` +
+          `cores ${f(em((r) => r.c1.cores))} → ${f(em((r) => r.c2.cores))}; CPU per analysis ${f(
+            em((r) => r.c1.cpuMs),
+            0,
+          )} / ${f(
+            em((r) => r.c2.cpuMs),
+            0,
+          )} ms; ` +
           `machine idle ${f(em((r) => r.c1.idle))} → ${f(em((r) => r.c2.idle))} cores`,
       };
     } finally {
@@ -298,7 +312,9 @@ function keylessScenario(protocol: "gRPC" | "Connect"): Scenario {
         text: `${f(c.eventLoopMs)} ms`,
         detail:
           `event loop ${f(c.eventLoopMs)} ms and all server threads ${f(c.processMs)} ms of CPU per call; client waits p50 ${ms(c.firstByteP50)}, ` +
-          `p99 ${ms(c.firstByteP99)} ms for the answer; answers: ${Object.entries(c.outcomes).map(([k, n]) => `${n} x ${k}`).join(", ")}`,
+          `p99 ${ms(c.firstByteP99)} ms for the answer; answers: ${Object.entries(c.outcomes)
+            .map(([k, n]) => `${n} x ${k}`)
+            .join(", ")}`,
       };
     },
   };
@@ -333,7 +349,9 @@ const KEYLESS_FLOOD: Scenario = {
       text: `${ms(p99)} ms`,
       detail:
         `idle p99 ${ms(idleP99)} ms, flood / idle ${f(p99 / idleP99)}x; ${probes.length} probes, p50 ${ms(median(probes))}, max ${ms(Math.max(...probes))} ms; ` +
-        `${f(calls / wall, 1)} keyless calls/s answered; ${Object.entries(outcomes).map(([k, n]) => `${n} x ${k}`).join(", ")}`,
+        `${f(calls / wall, 1)} keyless calls/s answered; ${Object.entries(outcomes)
+          .map(([k, n]) => `${n} x ${k}`)
+          .join(", ")}`,
     };
   },
 };
@@ -386,9 +404,11 @@ function cellsScenario(workload: WorkloadName, protocol: Protocol): Scenario {
       });
       return {
         value: Number.NaN,
-        text: cells.map((c) => `c=${c.c} ${f(c.rps)}`).join(", ") + " req/s",
+        text: `${cells.map((c) => `c=${c.c} ${f(c.rps)}`).join(", ")} req/s`,
         detail: cells
-          .map((c) => `c=${c.c}: ${c.ok}/${c.n} x 200, p50 ${ms(c.p50)} p99 ${ms(c.p99)} ms, peak RSS ${mb(c.peakRss)} MB, ${f(c.cpu)} cores`)
+          .map(
+            (c) => `c=${c.c}: ${c.ok}/${c.n} x 200, p50 ${ms(c.p50)} p99 ${ms(c.p99)} ms, peak RSS ${mb(c.peakRss)} MB, ${f(c.cpu)} cores`,
+          )
           .join("; "),
       };
     },
@@ -429,7 +449,11 @@ function healthAb(name: string, a: Record<string, string> | undefined, protocol:
     workload: "12MP JPEG",
     protocol: protocol ?? "--protocol (default gRPC)",
     concurrency: "4 + probe",
-    server: a ? `A: ${Object.entries(a).map(([k, v]) => `${k}=${v}`).join(", ")}; B: bench` : "A: --a DIR / --a-env K=V; B: --b DIR / --b-env K=V",
+    server: a
+      ? `A: ${Object.entries(a)
+          .map(([k, v]) => `${k}=${v}`)
+          .join(", ")}; B: bench`
+      : "A: --a DIR / --a-env K=V; B: --b DIR / --b-env K=V",
     inDefault: false,
     needs: a ? undefined : "--a DIR or --a-env K=V[,K=V]",
     how: `${what} ${AB_HEALTH_HOW}`,
@@ -437,7 +461,16 @@ function healthAb(name: string, a: Record<string, string> | undefined, protocol:
       await ctx.stopServer();
       const sides: [SideSpec, SideSpec] = a ? [{ env: a }, { env: {} }] : ctx.sides;
       const p = protocol ?? ctx.protocol ?? "gRPC";
-      const r = await abHealth(sides, ctx.envOf(SERVERS.bench), ctx.key, ctx.workload("12MP JPEG"), p, q(ctx, 4, 2), q(ctx, 15, 4), ctx.log);
+      const r = await abHealth(
+        sides,
+        ctx.envOf(SERVERS.bench),
+        ctx.key,
+        ctx.workload("12MP JPEG"),
+        p,
+        q(ctx, 4, 2),
+        q(ctx, 15, 4),
+        ctx.log,
+      );
       const [pa, pb] = r.sides.map(medianP99);
       const side = (i: number) =>
         `${"AB"[i]} (${describeSide(sides[i])}): p99 ${r.sides[i].map((x) => ms(x.p99)).join(", ")} ms, max ${r.sides[i].map((x) => ms(x.max)).join(", ")} ms, ${f(median(r.sides[i].map((x) => x.rps)))} analyses/s`;
@@ -460,8 +493,18 @@ const AB_THROUGHPUT: Scenario = {
     "(3) over gRPC and REST at c=1 and c=2. Measured: B over A req/s per cell, pooled over the rounds (harmonic mean).",
   async run(ctx) {
     await ctx.stopServer();
-    const r = await abThroughput(ctx.sides, ctx.envOf(SERVERS.bench), ctx.key, ctx.workload("12MP JPEG"), q(ctx, 4, 2), q(ctx, 6, 3), ctx.log);
-    const parts = [...r.cells].map(([cell, [a, b]]) => `${cell} ${f(pooledRps(b) / pooledRps(a))}x (A ${f(median(a))}, B ${f(median(b))} req/s)`);
+    const r = await abThroughput(
+      ctx.sides,
+      ctx.envOf(SERVERS.bench),
+      ctx.key,
+      ctx.workload("12MP JPEG"),
+      q(ctx, 4, 2),
+      q(ctx, 6, 3),
+      ctx.log,
+    );
+    const parts = [...r.cells].map(
+      ([cell, [a, b]]) => `${cell} ${f(pooledRps(b) / pooledRps(a))}x (A ${f(median(a))}, B ${f(median(b))} req/s)`,
+    );
     const c21 = (i: 0 | 1, p: string) => pooledRps(r.cells.get(`${p} c=2`)![i]) / pooledRps(r.cells.get(`${p} c=1`)![i]);
     return {
       value: Number.NaN,
@@ -492,7 +535,10 @@ const ENGINE_AB: Scenario = {
       value: rows[0].ratio,
       text: `${f(rows[0].ratio, 3)}x`,
       detail: rows
-        .map((r) => `${r.workload}: ${r.names[0]} ${ms(r.ms[0])} ms, ${r.names[1]} ${ms(r.ms[1])} ms, this / a ${f(r.ratio, 3)}x, lines ${r.lines[0]} / ${r.lines[1]}`)
+        .map(
+          (r) =>
+            `${r.workload}: ${r.names[0]} ${ms(r.ms[0])} ms, ${r.names[1]} ${ms(r.ms[1])} ms, this / a ${f(r.ratio, 3)}x, lines ${r.lines[0]} / ${r.lines[1]}`,
+        )
         .join("; "),
     };
   },
@@ -516,7 +562,9 @@ const UPLOAD_WINDOW: Scenario = {
     return {
       value: last.ms[1] / last.ms[0],
       text: `${f(last.ms[1] / last.ms[0])}x at ${link(last)}`,
-      detail: `${variants[0]} / ${variants[1]}: ` + rows.map((r) => `${link(r)} ${ms(r.ms[0])} / ${ms(r.ms[1])} ms (${f(r.ms[1] / r.ms[0])}x)`).join("; "),
+      detail:
+        `${variants[0]} / ${variants[1]}: ` +
+        rows.map((r) => `${link(r)} ${ms(r.ms[0])} / ${ms(r.ms[1])} ms (${f(r.ms[1] / r.ms[0])}x)`).join("; "),
     };
   },
 };
@@ -543,8 +591,18 @@ export const SCENARIOS: readonly Scenario[] = [
   cellsScenario("2MP PNG", "REST"),
   cellsScenario("2MP PNG", "gRPC"),
   OVERLOAD,
-  healthAb("health-ab-os-tuning", { PALM_OS_TUNING: "off" }, "gRPC", "No OS tuning (A) against the default PALM_OS_TUNING=on (B), under gRPC load (docs/decisions/os-tuning.md)."),
-  healthAb("health-ab-codec", { PALM_REST_CODEC_THREADS: "0" }, "REST", "REST JSON and base64 on the event loop (A) against the codec worker threads (B), under REST load (docs/decisions/2026-11-22-rest-codec-threads.md)."),
+  healthAb(
+    "health-ab-os-tuning",
+    { PALM_OS_TUNING: "off" },
+    "gRPC",
+    "No OS tuning (A) against the default PALM_OS_TUNING=on (B), under gRPC load (docs/decisions/os-tuning.md).",
+  ),
+  healthAb(
+    "health-ab-codec",
+    { PALM_REST_CODEC_THREADS: "0" },
+    "REST",
+    "REST JSON and base64 on the event loop (A) against the codec worker threads (B), under REST load (docs/decisions/2026-11-22-rest-codec-threads.md).",
+  ),
   healthAb("health-ab", undefined, undefined, "Any two sides (--a/--a-env against --b/--b-env, --protocol gRPC|REST)."),
   AB_THROUGHPUT,
   ENGINE_AB,

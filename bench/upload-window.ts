@@ -61,7 +61,13 @@ export async function uploadWindows(calls: number): Promise<{ variants: string[]
   ];
   const servers = await Promise.all(
     variants.map(async (v) => {
-      const server = createPalmServer({ analyzer, store, config: createTestConfig({ port: 0, host: "127.0.0.1" }), logger, h2Windows: v.windows });
+      const server = createPalmServer({
+        analyzer,
+        store,
+        config: createTestConfig({ port: 0, host: "127.0.0.1" }),
+        logger,
+        h2Windows: v.windows,
+      });
       return { server, port: await server.listen() };
     }),
   );
@@ -80,7 +86,7 @@ export async function uploadWindows(calls: number): Promise<{ variants: string[]
         if (i > 0) times[v].push(performance.now() - t0); // call 0 opens the connection
       }
     }
-    clients.forEach((c) => c.close());
+    for (const c of clients) c.close();
     await Promise.all(proxies.map((p) => new Promise((r) => p.close(r))));
     rows.push({ oneWayMs, ms: [median(times[0]), median(times[1])] });
   }

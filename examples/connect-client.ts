@@ -39,7 +39,10 @@ const transport = createConnectTransport({
 const client = createClient(PalmService, transport);
 
 try {
-  const res = await client.analyze({ image: readFileSync(imagePath) }, { headers: { "x-api-key": apiKey }, timeoutMs: 30_000, onHeader: printQuota });
+  const res = await client.analyze(
+    { image: readFileSync(imagePath) },
+    { headers: { "x-api-key": apiKey }, timeoutMs: 30_000, onHeader: printQuota },
+  );
   const s = res.results?.stats;
   console.log(
     JSON.stringify(

@@ -12,12 +12,7 @@ import * as grpc from "@grpc/grpc-js";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { findTrailerError } from "@connectrpc/connect/protocol-grpc";
 import { ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.js";
-import {
-  AnalyzeRequestSchema,
-  AnalyzeResponseSchema,
-  type AnalyzeRequest,
-  type AnalyzeResponse,
-} from "../gen/palm/v1/palm_pb.js";
+import { AnalyzeRequestSchema, AnalyzeResponseSchema, type AnalyzeRequest, type AnalyzeResponse } from "../gen/palm/v1/palm_pb.js";
 
 const target = process.env.PALM_GRPC_TARGET ?? "localhost:8080";
 const apiKey = process.env.PALM_API_KEY ?? "";

@@ -21,7 +21,9 @@ try {
     console.log("build-dist: typescript is not installed; keeping the existing dist/");
     process.exit(0);
   }
-  console.error("build-dist: dist/ is missing and typescript is not installed: install the dev dependencies (npm ci) and run npm run build");
+  console.error(
+    "build-dist: dist/ is missing and typescript is not installed: install the dev dependencies (npm ci) and run npm run build",
+  );
   process.exit(process.argv.includes("--if-possible") ? 0 : 1);
 }
 const r = spawnSync(process.execPath, [tsc, "-p", "tsconfig.build.json"], { cwd: root, stdio: "inherit" });

@@ -15,7 +15,9 @@ const t0 = performance.now();
 try {
   const r = await buildHandModels(modelDir, { force: !args.includes("--if-missing") });
   const ms = Math.round(performance.now() - t0);
-  console.log(r.built ? `hand models converted in ${ms} ms: ${r.palmPath}, ${r.landmarkPath}` : `hand models already present in ${modelDir}`);
+  console.log(
+    r.built ? `hand models converted in ${ms} ms: ${r.palmPath}, ${r.landmarkPath}` : `hand models already present in ${modelDir}`,
+  );
 } catch (err) {
   console.error(`build-hand-models: ${(err as Error).message}`);
   process.exit(1);

@@ -35,8 +35,21 @@ const MIN_COVERAGE = 0.6;
 /** Real photographs without a palm, from Debian's python3-skimage data folder. */
 const NON_PALM_DIR = "/usr/lib/python3/dist-packages/skimage/data";
 const NON_PALM = [
-  "astronaut.png", "brick.png", "camera.png", "chelsea.png", "coffee.png", "coins.png", "grass.png", "gravel.png",
-  "hubble_deep_field.jpg", "moon.png", "motorcycle_left.png", "page.png", "retina.jpg", "rocket.jpg", "text.png",
+  "astronaut.png",
+  "brick.png",
+  "camera.png",
+  "chelsea.png",
+  "coffee.png",
+  "coins.png",
+  "grass.png",
+  "gravel.png",
+  "hubble_deep_field.jpg",
+  "moon.png",
+  "motorcycle_left.png",
+  "page.png",
+  "retina.jpg",
+  "rocket.jpg",
+  "text.png",
 ];
 
 /** Variant is one way the photo may have been taken: the transform of the pixels and of a point. */
@@ -158,7 +171,8 @@ function scoreLine(mask: Uint8Array, width: number, height: number, pts: Point[]
 function annotationSvg(a: Annotation): Buffer {
   const stroke = Math.max(2, Math.round(a.width / 800));
   const lines = LINE_NAMES.map(
-    (l) => `<polyline points="${a.lines[l].points.map((p) => p.join(",")).join(" ")}" fill="none" stroke="white" stroke-width="${stroke}" stroke-dasharray="${stroke * 4},${stroke * 3}"/>`,
+    (l) =>
+      `<polyline points="${a.lines[l].points.map((p) => p.join(",")).join(" ")}" fill="none" stroke="white" stroke-width="${stroke}" stroke-dasharray="${stroke * 4},${stroke * 3}"/>`,
   ).join("");
   return Buffer.from(`<svg xmlns="http://www.w3.org/2000/svg" width="${a.width}" height="${a.height}">${lines}</svg>`);
 }
@@ -168,7 +182,10 @@ function annotationSvg(a: Annotation): Buffer {
  * (white, dashed) on grey, around the palm (the annotated lines' box widened by 0.6 palm widths),
  * at most 480 px: no pixel of the photo.
  */
-async function linesPicture(a: Annotation, result: { width: number; height: number; masks: Record<LineName, Uint8Array> }): Promise<Buffer> {
+async function linesPicture(
+  a: Annotation,
+  result: { width: number; height: number; masks: Record<LineName, Uint8Array> },
+): Promise<Buffer> {
   const pts = LINE_NAMES.flatMap((l) => a.lines[l].points);
   const pad = 0.6 * a.palm_width_px;
   const x0 = Math.max(0, Math.floor(Math.min(...pts.map((p) => p[0])) - pad));
@@ -215,7 +232,16 @@ async function main(): Promise<number> {
   }
   const annotations = JSON.parse(await readFile(join(REAL, "annotations.json"), "utf8")) as { images: Annotation[] };
   const analyzer = await createAnalyzer({ modelPath: values.model, workers: 1 });
-  const header = ["image".padEnd(14), "line".padEnd(6), "annot".padEnd(7), "detected".padEnd(9), "pixels".padStart(8), "mean dist".padStart(10), "coverage".padStart(9), "localised"].join(" ");
+  const header = [
+    "image".padEnd(14),
+    "line".padEnd(6),
+    "annot".padEnd(7),
+    "detected".padEnd(9),
+    "pixels".padStart(8),
+    "mean dist".padStart(10),
+    "coverage".padStart(9),
+    "localised",
+  ].join(" ");
   const detail: string[] = [];
   const summary: string[] = [];
   try {
@@ -226,7 +252,8 @@ async function main(): Promise<number> {
       let ms = 0;
       for (const a of annotations.images) {
         const original = await readFile(join(REAL, a.file));
-        const bytes = variant.name === "as taken" ? original : await variant.apply(sharp(original).rotate()).jpeg({ quality: 95 }).toBuffer();
+        const bytes =
+          variant.name === "as taken" ? original : await variant.apply(sharp(original).rotate()).jpeg({ quality: 95 }).toBuffer();
         const t0 = performance.now();
         const result = await analyzer.analyze(bytes);
         ms += performance.now() - t0;
@@ -249,18 +276,20 @@ async function main(): Promise<number> {
                 (Number.isFinite(s.meanDist) ? `${(100 * s.meanDist).toFixed(1)}%` : "-").padStart(10),
                 `${(100 * s.coverage).toFixed(1)}%`.padStart(9),
                 s.localised ? "LOCALISED" : "-",
-                line === "heart" ? `${variant.name}; hand ${result.hand?.handedness ?? "-"} (truth ${expected})${result.reason ? `; ${result.reason}` : ""}` : "",
+                line === "heart"
+                  ? `${variant.name}; hand ${result.hand?.handedness ?? "-"} (truth ${expected})${result.reason ? `; ${result.reason}` : ""}`
+                  : "",
               ].join(" "),
             );
           }
         }
         if (values.out && variant.name === "as taken") {
           await mkdir(values.out, { recursive: true });
-          await writeFile(join(values.out, a.file.replace(/\.[^.]+$/, "") + ".lines.png"), await linesPicture(a, result));
+          await writeFile(join(values.out, `${a.file.replace(/\.[^.]+$/, "")}.lines.png`), await linesPicture(a, result));
           await sharp(result.overlay)
             .composite([{ input: annotationSvg(a) }])
             .jpeg({ quality: 85 })
-            .toFile(join(values.out, a.file.replace(/\.[^.]+$/, "") + ".overlay.jpg"));
+            .toFile(join(values.out, `${a.file.replace(/\.[^.]+$/, "")}.overlay.jpg`));
         }
       }
       const n = annotations.images.length;
@@ -284,17 +313,32 @@ async function main(): Promise<number> {
       const path = join(NON_PALM_DIR, file);
       if (!existsSync(path)) continue;
       // PNGs there may be grey or palette images: the engine takes them as any client's PNG.
-      const bytes = await sharp(await readFile(path)).toColourspace("srgb").png().toBuffer();
+      const bytes = await sharp(await readFile(path))
+        .toColourspace("srgb")
+        .png()
+        .toBuffer();
       const result = await analyzer.analyze(bytes);
       const lines = LINE_NAMES.filter((l) => result.stats[l].detected);
       tried++;
       if (lines.length) withLine++;
-      nonPalm.push(`${file.padEnd(22)} ${lines.length ? `LINES: ${lines.join(",")}` : "no line"}; reason ${result.reason || "-"}${result.hand ? `; hand ${result.hand.handedness}` : ""}`);
+      nonPalm.push(
+        `${file.padEnd(22)} ${lines.length ? `LINES: ${lines.join(",")}` : "no line"}; reason ${result.reason || "-"}${result.hand ? `; hand ${result.hand.handedness}` : ""}`,
+      );
     }
     console.log(header);
     for (const r of detail) console.log(r);
-    console.log(`\nlocalised (mean distance <= ${MAX_DIST * 100}% of palm width, coverage >= ${MIN_COVERAGE * 100}%), handedness right, mean engine time:`);
-    const summaryHeader = ["variant".padEnd(11), "lines".padStart(6), "heart".padStart(6), "head".padStart(6), "life".padStart(6), "handedness".padStart(11), "time".padStart(9)].join(" ");
+    console.log(
+      `\nlocalised (mean distance <= ${MAX_DIST * 100}% of palm width, coverage >= ${MIN_COVERAGE * 100}%), handedness right, mean engine time:`,
+    );
+    const summaryHeader = [
+      "variant".padEnd(11),
+      "lines".padStart(6),
+      "heart".padStart(6),
+      "head".padStart(6),
+      "life".padStart(6),
+      "handedness".padStart(11),
+      "time".padStart(9),
+    ].join(" ");
     console.log(summaryHeader);
     for (const r of summary) console.log(r);
     if (tried) {
@@ -304,7 +348,10 @@ async function main(): Promise<number> {
       console.log(`\nno photos without a palm: install python3-skimage for ${NON_PALM_DIR}`);
     }
     if (values.out) {
-      await writeFile(join(values.out, "eval-real.txt"), [header, ...detail, "", summaryHeader, ...summary, "", `non-palm: ${withLine}/${tried} with a line`, ...nonPalm, ""].join("\n"));
+      await writeFile(
+        join(values.out, "eval-real.txt"),
+        [header, ...detail, "", summaryHeader, ...summary, "", `non-palm: ${withLine}/${tried} with a line`, ...nonPalm, ""].join("\n"),
+      );
     }
   } finally {
     await analyzer.close();

@@ -178,7 +178,8 @@ export function buildOpenApi(services: readonly DescService[], http: DescExtensi
                   required: true,
                   content: {
                     "application/json": {
-                      schema: r.body === "*" ? ref(method.input, false) : fieldSchema(method.input.fields.find((f) => f.name === r.body)!, false),
+                      schema:
+                        r.body === "*" ? ref(method.input, false) : fieldSchema(method.input.fields.find((f) => f.name === r.body)!, false),
                     },
                   },
                 },
@@ -186,7 +187,8 @@ export function buildOpenApi(services: readonly DescService[], http: DescExtensi
             : {}),
           responses: responsesOf(ref(method.output, true), keyed, hasBody),
         };
-        (paths[binding.path] ??= {})[binding.method] = operation;
+        paths[binding.path] ??= {};
+        paths[binding.path][binding.method] = operation;
       }
     }
   }
@@ -236,7 +238,10 @@ export function buildOpenApi(services: readonly DescService[], http: DescExtensi
     for (const [status, codes] of [...byStatus].sort((a, b) => a[0] - b[0])) {
       responses[String(status)] = {
         description: codes.map((c) => `\`${c}\`: ${ERRORS[c].message}`).join("\n\n"),
-        headers: { "X-Request-Id": quotaHeaders["X-Request-Id"], ...(status === 429 || status === 503 ? { "Retry-After": { schema: { type: "integer" } } } : {}) },
+        headers: {
+          "X-Request-Id": quotaHeaders["X-Request-Id"],
+          ...(status === 429 || status === 503 ? { "Retry-After": { schema: { type: "integer" } } } : {}),
+        },
         content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } },
       };
     }

@@ -122,7 +122,8 @@ export const CONFIG_SCHEMA = {
   devKey: variable({
     name: "PALM_DEV_KEY",
     parse: (raw, name, problems) => {
-      if (raw !== undefined && !API_KEY_PATTERN.test(raw)) problems.push(`${name}: expected palm_live_ followed by 32 lowercase hex characters`);
+      if (raw !== undefined && !API_KEY_PATTERN.test(raw))
+        problems.push(`${name}: expected palm_live_ followed by 32 lowercase hex characters`);
       return raw;
     },
     default: "generated and printed",
@@ -164,9 +165,19 @@ export const CONFIG_SCHEMA = {
     meaning: "on SIGTERM/SIGINT, how long in-flight requests may finish",
   }),
   /** Path of the ONNX model; undefined lets the engine use models/palm-lines/palm-lines.onnx. */
-  modelPath: variable({ name: "PALM_MODEL_PATH", parse: text(undefined), default: "`models/palm-lines/palm-lines.onnx`", meaning: "the ONNX model" }),
+  modelPath: variable({
+    name: "PALM_MODEL_PATH",
+    parse: text(undefined),
+    default: "`models/palm-lines/palm-lines.onnx`",
+    meaning: "the ONNX model",
+  }),
   /** Analysis worker processes; undefined → the engine's default. */
-  workers: variable({ name: "PALM_WORKERS", parse: integer(undefined, 1, 256), default: "one per CPU core, at most 4", meaning: "analysis worker processes" }),
+  workers: variable({
+    name: "PALM_WORKERS",
+    parse: integer(undefined, 1, 256),
+    default: "one per CPU core, at most 4",
+    meaning: "analysis worker processes",
+  }),
   /** Analyses allowed to wait for a worker before 503 overloaded; undefined → the engine's default. */
   maxQueue: variable({
     name: "PALM_MAX_QUEUE",
@@ -239,7 +250,9 @@ export const RETIRED_VARIABLES: Readonly<Record<string, string>> = Object.freeze
 /** crossChecks are the rules between variables, after each was read on its own. */
 function crossChecks(config: Config, problems: string[]): void {
   if (config.redisUrl !== undefined && config.redisClusterNodes !== undefined) {
-    problems.push("REDIS_URL and REDIS_CLUSTER_NODES are both set: REDIS_URL names a single Redis, REDIS_CLUSTER_NODES a Redis Cluster; set one");
+    problems.push(
+      "REDIS_URL and REDIS_CLUSTER_NODES are both set: REDIS_URL names a single Redis, REDIS_CLUSTER_NODES a Redis Cluster; set one",
+    );
   }
   if (config.redisClusterNodes !== undefined && /[{}]/.test(config.redisKeyPrefix)) {
     // A brace in the prefix would change the hash tag that keeps a client's keys in one slot.
@@ -267,7 +280,8 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     return v === undefined || v.trim() === "" ? undefined : v.trim();
   };
   const config: Record<string, unknown> = {};
-  for (const [key, v] of Object.entries(CONFIG_SCHEMA) as [string, Variable<unknown>][]) config[key] = v.parse(get(v.name), v.name, problems);
+  for (const [key, v] of Object.entries(CONFIG_SCHEMA) as [string, Variable<unknown>][])
+    config[key] = v.parse(get(v.name), v.name, problems);
   for (const [name, replacement] of Object.entries(RETIRED_VARIABLES)) {
     if (get(name) !== undefined) problems.push(`${name}: no longer read; ${replacement}`);
   }
@@ -296,7 +310,10 @@ export function parseCorsOrigins(raw: string | undefined): { origins: string[]; 
   if (raw === undefined) return { origins: [], problems: [] };
   const origins: string[] = [];
   const problems: string[] = [];
-  for (const part of raw.split(",").map((s) => s.trim()).filter((s) => s !== "")) {
+  for (const part of raw
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s !== "")) {
     if (part === "*") {
       origins.push(part);
       continue;
@@ -309,7 +326,9 @@ export function parseCorsOrigins(raw: string | undefined): { origins: string[]; 
     }
     // An origin is scheme://host[:port] and nothing more: browsers compare it as a string.
     if (!url || !/^https?:$/.test(url.protocol) || url.origin !== part) {
-      problems.push(`PALM_CORS_ORIGINS: ${JSON.stringify(part)} is not an origin like https://app.example.com (scheme, host, optional port; no path or trailing slash)`);
+      problems.push(
+        `PALM_CORS_ORIGINS: ${JSON.stringify(part)} is not an origin like https://app.example.com (scheme, host, optional port; no path or trailing slash)`,
+      );
       continue;
     }
     origins.push(url.origin);
@@ -324,10 +343,15 @@ export function parseCorsOrigins(raw: string | undefined): { origins: string[]; 
 export function parseRedisClusterNodes(raw: string | undefined, problems: string[]): readonly RedisNode[] | undefined {
   if (raw === undefined) return undefined;
   const nodes: RedisNode[] = [];
-  for (const part of raw.split(",").map((s) => s.trim()).filter((s) => s !== "")) {
+  for (const part of raw
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s !== "")) {
     const m = /^(?:\[([0-9a-fA-F:.]+)\]|([A-Za-z0-9.-]+)):(\d{1,5})$/.exec(part);
     if (!m || Number(m[3]) < 1 || Number(m[3]) > 65535) {
-      problems.push(`REDIS_CLUSTER_NODES: expected host:port, comma-separated (e.g. redis-1:6379,redis-2:6379), got ${JSON.stringify(part)}`);
+      problems.push(
+        `REDIS_CLUSTER_NODES: expected host:port, comma-separated (e.g. redis-1:6379,redis-2:6379), got ${JSON.stringify(part)}`,
+      );
       continue;
     }
     nodes.push(Object.freeze({ host: m[1] ?? m[2], port: Number(m[3]) }));

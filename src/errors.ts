@@ -5,16 +5,11 @@
  * (engine, store, deadline, unknown faults) onto that registry in one place.
  * test/unit/errors.spec.ts pins the table; test/unit/readme.spec.ts fails if a reason is undocumented.
  */
-import { type DescMessage, type MessageInitShape } from "@bufbuild/protobuf";
+import type { DescMessage, MessageInitShape } from "@bufbuild/protobuf";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { codeToHttpStatus } from "@connectrpc/connect/protocol-connect";
-import {
-  BadRequestSchema,
-  ErrorInfoSchema,
-  QuotaFailureSchema,
-  RetryInfoSchema,
-} from "../gen/google/rpc/error_details_pb.js";
+import { BadRequestSchema, ErrorInfoSchema, QuotaFailureSchema, RetryInfoSchema } from "../gen/google/rpc/error_details_pb.js";
 import { isImageError, isOverloadedError } from "./api/engine-errors.js";
 
 /** ERROR_DOMAIN is the `domain` of every ErrorInfo detail. */
@@ -185,7 +180,7 @@ export function toPalmError(e: unknown): ConnectError {
     });
   }
   if (isStoreUnavailableError(e)) return palmError("store_unavailable", { cause: e });
-  if (e instanceof Error && (e.name === "TimeoutError")) return palmError("timeout", { cause: e });
+  if (e instanceof Error && e.name === "TimeoutError") return palmError("timeout", { cause: e });
   if (e instanceof Error && e.name === "AbortError") return palmError("canceled", { cause: e });
   return palmError("internal_error", { cause: e });
 }

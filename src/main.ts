@@ -23,7 +23,8 @@ async function main(): Promise<void> {
   }
   const logger = createLogger({ level: config.logLevel });
   const missingFlags = missingNodeFlags(expectedNodeFlags());
-  if (missingFlags.length > 0) logger.warn({ flags: missingFlags }, "started without the Node flags of npm start (see docs/decisions/node-flags.md)");
+  if (missingFlags.length > 0)
+    logger.warn({ flags: missingFlags }, "started without the Node flags of npm start (see docs/decisions/node-flags.md)");
   for (const name of unknownVariables()) logger.warn({ variable: name }, "unknown PALM_* variable ignored (a typo?)");
   if ((config.redisUrl !== undefined || config.redisClusterNodes !== undefined) && config.devKey !== undefined) {
     logger.warn("PALM_DEV_KEY is ignored with REDIS_URL or REDIS_CLUSTER_NODES: create keys with palmctl");
@@ -40,7 +41,10 @@ async function main(): Promise<void> {
   const server = createPalmServer({ analyzer, store, config, logger, devKey });
   const port = await server.listen();
   tuning.sweep();
-  logger.info({ port, store: kind, model: analyzer.model, os_tuning: config.osTuning }, "palm-api listening (gRPC, gRPC-Web, Connect, REST)");
+  logger.info(
+    { port, store: kind, model: analyzer.model, os_tuning: config.osTuning },
+    "palm-api listening (gRPC, gRPC-Web, Connect, REST)",
+  );
   if (devKeyGenerated && devKey) {
     // Shown once, on stdout, on purpose: the only place this generated key ever appears.
     process.stdout.write(

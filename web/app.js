@@ -91,7 +91,7 @@ async function analyze() {
     showQuota(res.headers, body.usage);
     if (!res.ok) {
       const err = body.error ?? {};
-      showError(`${err.code ?? res.status}: ${err.message ?? res.statusText}` + (err.request_id ? ` (request ${err.request_id})` : ""));
+      showError(`${err.code ?? res.status}: ${err.message ?? res.statusText}${err.request_id ? ` (request ${err.request_id})` : ""}`);
       document.body.dataset.state = "error";
       setStatus("");
       return;
@@ -174,7 +174,8 @@ function showQuota(headers, usage) {
   if (limit == null || remaining == null) return;
   const resetText = reset ? `; it resets ${new Date(Number(reset) * 1000).toISOString().slice(0, 10)} (UTC)` : "";
   const plan = usage?.plan ? ` on plan ${usage.plan}` : "";
-  $("quota-text").textContent = `${Number(remaining).toLocaleString("en")} of ${Number(limit).toLocaleString("en")} analyses left this month${plan}${resetText}.`;
+  $("quota-text").textContent =
+    `${Number(remaining).toLocaleString("en")} of ${Number(limit).toLocaleString("en")} analyses left this month${plan}${resetText}.`;
   $("quota").hidden = false;
 }
 

@@ -4,12 +4,7 @@
  */
 
 /** IMAGE_ERROR_CODES are the SPEC.md error codes an image itself can cause. */
-export const IMAGE_ERROR_CODES = [
-  "unsupported_image_format",
-  "invalid_image",
-  "image_dimensions_out_of_range",
-  "image_too_large",
-] as const;
+export const IMAGE_ERROR_CODES = ["unsupported_image_format", "invalid_image", "image_dimensions_out_of_range", "image_too_large"] as const;
 
 /** ImageErrorCode is one of {@link IMAGE_ERROR_CODES}. */
 export type ImageErrorCode = (typeof IMAGE_ERROR_CODES)[number];

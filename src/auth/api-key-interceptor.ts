@@ -33,7 +33,7 @@ export function createKeyCheck(store: Store): KeyCheck {
     if (key === null || key === "") throw palmError("missing_api_key");
     if (!isWellFormedApiKey(key)) throw palmError("invalid_api_key");
     const keyHash = hashApiKey(key);
-    let owner;
+    let owner: Awaited<ReturnType<Store["findKey"]>>;
     try {
       owner = await store.findKey(keyHash);
     } catch (e) {

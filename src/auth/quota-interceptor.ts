@@ -161,7 +161,7 @@ function createTicket(o: TicketOptions): Ticket {
 
   const reserve = (): Promise<void> =>
     (reserving ??= (async () => {
-      let reservation;
+      let reservation: Awaited<ReturnType<Store["reserve"]>>;
       try {
         reservation = await store.reserve(clientId, period, limit, reservationId, o.leaseMs);
       } catch (e) {
@@ -175,9 +175,12 @@ function createTicket(o: TicketOptions): Ticket {
       state = "pending";
       // Renew the lease while the work runs; a replica that dies stops renewing and the store
       // gives the unit back (test/integration/quota-leases.spec.ts, SIGKILL case).
-      renewTimer = setInterval(() => {
-        store.renew(clientId, period, reservationId, o.leaseMs).catch(() => {});
-      }, Math.max(100, Math.floor(o.leaseMs / 3)));
+      renewTimer = setInterval(
+        () => {
+          store.renew(clientId, period, reservationId, o.leaseMs).catch(() => {});
+        },
+        Math.max(100, Math.floor(o.leaseMs / 3)),
+      );
       renewTimer.unref();
     })());
 
@@ -192,7 +195,7 @@ function createTicket(o: TicketOptions): Ticket {
     commit: () =>
       (committing ??= (async () => {
         await reserve();
-        let commit;
+        let commit: Awaited<ReturnType<Store["commit"]>>;
         try {
           commit = await store.commit(clientId, period, limit, reservationId);
         } catch (e) {
@@ -216,7 +219,10 @@ function createTicket(o: TicketOptions): Ticket {
       if (state === "committed") return held;
       const evenCommitted = commitUnknown;
       try {
-        held = state === "pending" ? await store.release(clientId, period, reservationId, { evenCommitted }) : await store.usage(clientId, period);
+        held =
+          state === "pending"
+            ? await store.release(clientId, period, reservationId, { evenCommitted })
+            : await store.usage(clientId, period);
         return held;
       } catch {
         if (state !== "pending") return undefined;

@@ -248,7 +248,10 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
         return { granted: granted === 1, used: Number(used) };
       }),
     renew: (clientId, period, reservationId, leaseMs) =>
-      guard("renew", async () => (await redis.palmRenew(usageKey(clientId, period), reservationId, Math.max(1, Math.round(leaseMs)))) === 1),
+      guard(
+        "renew",
+        async () => (await redis.palmRenew(usageKey(clientId, period), reservationId, Math.max(1, Math.round(leaseMs)))) === 1,
+      ),
     commit: (clientId, period, limit, reservationId) =>
       guard("commit", async (): Promise<Commit> => {
         const [committed, place, used] = await redis.palmCommit(
@@ -260,7 +263,9 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
         return { committed: committed === 1, place: Number(place), used: Number(used) };
       }),
     release: (clientId, period, reservationId, options = {}) =>
-      guard("release", async () => Number(await redis.palmRelease(usageKey(clientId, period), reservationId, options.evenCommitted ? "1" : "0"))),
+      guard("release", async () =>
+        Number(await redis.palmRelease(usageKey(clientId, period), reservationId, options.evenCommitted ? "1" : "0")),
+      ),
     usage: (clientId, period) => guard("usage", async () => Number(await redis.palmUsage(usageKey(clientId, period)))),
     createKey: (clientId, keyHash, plan) =>
       guard("createKey", async () => {

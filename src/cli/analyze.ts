@@ -18,13 +18,14 @@ const USAGE = "usage: npm run analyze -- <image.jpg|png> [--out dir] [--model mo
 
 /** runAnalyzeCli runs the command with `argv` (without node and script) and returns the exit code. */
 export async function runAnalyzeCli(argv: string[]): Promise<number> {
-  let args;
+  const spec = {
+    args: argv,
+    allowPositionals: true,
+    options: { out: { type: "string" }, model: { type: "string" }, help: { type: "boolean", short: "h" } },
+  } as const;
+  let args: ReturnType<typeof parseArgs<typeof spec>>;
   try {
-    args = parseArgs({
-      args: argv,
-      allowPositionals: true,
-      options: { out: { type: "string" }, model: { type: "string" }, help: { type: "boolean", short: "h" } },
-    });
+    args = parseArgs(spec);
   } catch (e) {
     console.error(`${(e as Error).message}\n${USAGE}`);
     return 2;

@@ -185,7 +185,8 @@ async function dispatch(
     case "keys revoke": {
       const target = f.positional[0];
       if (!target) throw new UsageError("keys revoke needs a KEY, a HASH or a hash prefix (8+ hex)");
-      if (!isWellFormedApiKey(target) && !/^[0-9a-f]{8,64}$/.test(target)) throw new UsageError("not a key, a SHA-256 hash or a hash prefix");
+      if (!isWellFormedApiKey(target) && !/^[0-9a-f]{8,64}$/.test(target))
+        throw new UsageError("not a key, a SHA-256 hash or a hash prefix");
       const store = await open();
       let hash: string;
       if (isWellFormedApiKey(target)) hash = hashApiKey(target);

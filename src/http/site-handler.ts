@@ -35,19 +35,22 @@ export function createSiteHandler(options: SiteHandlerOptions): NodeHandlerFn {
     if (web.serve(req, res)) return;
     const read = req.method === "GET" || req.method === "HEAD";
     if (read && path === READY_PATH) {
-      readiness.check().then((report) => {
-        const body = Buffer.from(JSON.stringify(report));
-        res.writeHead(report.status === "ready" ? 200 : 503, {
-          "content-type": "application/json",
-          "content-length": String(body.byteLength),
-          "cache-control": "no-store",
-        });
-        if (req.method === "HEAD") res.end();
-        else res.end(body);
-      }, () => {
-        res.writeHead(503, { "content-type": "application/json" });
-        res.end(JSON.stringify({ status: "not_ready" }));
-      });
+      readiness.check().then(
+        (report) => {
+          const body = Buffer.from(JSON.stringify(report));
+          res.writeHead(report.status === "ready" ? 200 : 503, {
+            "content-type": "application/json",
+            "content-length": String(body.byteLength),
+            "cache-control": "no-store",
+          });
+          if (req.method === "HEAD") res.end();
+          else res.end(body);
+        },
+        () => {
+          res.writeHead(503, { "content-type": "application/json" });
+          res.end(JSON.stringify({ status: "not_ready" }));
+        },
+      );
       return;
     }
     if (read && metrics && path === METRICS_PATH) return metrics.serve(req, res);

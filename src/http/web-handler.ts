@@ -38,9 +38,11 @@ const root = PACKAGE_ROOT;
 export const OPENAPI_FILE = join(root, "gen/openapi/openapi.json");
 
 // The page loads only its own script and style; images are data: and blob: URLs it makes itself.
-const PAGE_CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; connect-src 'self'; base-uri 'none'; form-action 'none'";
+const PAGE_CSP =
+  "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; connect-src 'self'; base-uri 'none'; form-action 'none'";
 // swagger-ui sets inline styles and shows the schema's data: images.
-const DOCS_CSP = "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; base-uri 'none'";
+const DOCS_CSP =
+  "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; base-uri 'none'";
 
 const TYPES: Record<string, string> = {
   ".html": "text/html; charset=utf-8",

@@ -166,7 +166,12 @@ export function linePath(kept: Uint8Array, size: number, line: LineName, maxGap 
     let bestGap = maxGap;
     let how = 0;
     pieces.forEach((p, k) => {
-      const ends = [dist(path[path.length - 1], p[0]), dist(path[path.length - 1], p[p.length - 1]), dist(path[0], p[p.length - 1]), dist(path[0], p[0])];
+      const ends = [
+        dist(path[path.length - 1], p[0]),
+        dist(path[path.length - 1], p[p.length - 1]),
+        dist(path[0], p[p.length - 1]),
+        dist(path[0], p[0]),
+      ];
       ends.forEach((g, h) => {
         if (g <= bestGap) {
           bestGap = g;
@@ -189,7 +194,10 @@ export function linePath(kept: Uint8Array, size: number, line: LineName, maxGap 
   if (reverse) path.reverse();
   let eps = 0.75;
   let out = simplify(path, eps);
-  while (out.length > MAX_POLYLINE_POINTS) out = simplify(path, (eps *= 1.5));
+  while (out.length > MAX_POLYLINE_POINTS) {
+    eps *= 1.5;
+    out = simplify(path, eps);
+  }
   return out;
 }
 

@@ -11,14 +11,7 @@ import { preprocessFrame, resizeToFit, type TensorSpec } from "../image/preproce
 import type { Point } from "../landmarks/geometry.js";
 import { createHandLandmarker, facing, type HandDetection } from "../landmarks/hand-landmarker.js";
 import { frameToImage, palmFrame, palmWidth } from "../landmarks/palm-frame.js";
-import {
-  LINE_NAMES,
-  type AnalysisResult,
-  type HandInfo,
-  type LineName,
-  type LineStats,
-  type NoLinesReason,
-} from "./analyzer-types.js";
+import { LINE_NAMES, type AnalysisResult, type HandInfo, type LineName, type LineStats, type NoLinesReason } from "./analyzer-types.js";
 import { linePath, polylineLength } from "./line-geometry.js";
 import type { ModelMetadata } from "./model-metadata.js";
 import { createModelSession, type ModelSession, type ModelSessionOptions } from "./model-session.js";
@@ -110,7 +103,16 @@ export async function analyzeImage(
   const meta = model.metadata;
   const S = meta.inputSize;
   const spec = tensorSpec(meta);
-  const t: StageTimings = { decode: 0, landmarks: 0, preprocess: 0, inference: 0, postprocess: 0, maskEncode: 0, overlayEncode: 0, total: 0 };
+  const t: StageTimings = {
+    decode: 0,
+    landmarks: 0,
+    preprocess: 0,
+    inference: 0,
+    postprocess: 0,
+    maskEncode: 0,
+    overlayEncode: 0,
+    total: 0,
+  };
   const start = performance.now();
   let mark = start;
   const lap = (stage: Exclude<keyof StageTimings, "total">) => {

@@ -278,7 +278,10 @@ export function renderFrameMask(
   // Zero-bordered restricted map: model pixel (u, v) at pad[(v + 1) * P + u + 1].
   const P = size + 2;
   const pad = new Float32Array(P * P);
-  let u0 = size, v0 = size, u1 = -1, v1 = -1;
+  let u0 = size,
+    v0 = size,
+    u1 = -1,
+    v1 = -1;
   for (let v = 0; v < size; v++) {
     for (let u = 0; u < size; u++) {
       if (!kept[v * size + u]) continue;
@@ -332,7 +335,10 @@ export function renderFrameMask(
   const data = new Uint8Array(bw * bh);
   let pixels = 0;
   let probSum = 0;
-  let mx0 = bw, my0 = bh, mx1 = -1, my1 = -1;
+  let mx0 = bw,
+    my0 = bh,
+    mx1 = -1,
+    my1 = -1;
   for (const i of cells) {
     const u = (i % P) - 1;
     const v = Math.floor(i / P) - 1;

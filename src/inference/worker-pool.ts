@@ -175,10 +175,12 @@ class WorkerSlot {
         // The slot stays busy until the process is gone.
         this.worker.kill("SIGKILL");
       };
-      const settle = <T>(fn: (v: T) => void) => (v: T) => {
-        signal?.removeEventListener("abort", onAbort);
-        fn(v);
-      };
+      const settle =
+        <T>(fn: (v: T) => void) =>
+        (v: T) => {
+          signal?.removeEventListener("abort", onAbort);
+          fn(v);
+        };
       this.job = { id, resolve: settle(resolve), reject: settle(reject) };
       signal?.addEventListener("abort", onAbort, { once: true });
       // Serialised into the channel: the caller keeps its buffer.

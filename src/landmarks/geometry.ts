@@ -130,7 +130,10 @@ export function weightedNms(detections: readonly PalmDetection[], threshold = 0.
     const group = rest.filter((d, i) => i === 0 || iou(best, d) > threshold);
     rest = rest.filter((d) => !group.includes(d));
     let total = 0;
-    let x0 = 0, y0 = 0, x1 = 0, y1 = 0;
+    let x0 = 0,
+      y0 = 0,
+      x1 = 0,
+      y1 = 0;
     const kps: Point[] = best.keypoints.map(() => [0, 0]);
     for (const d of group) {
       total += d.score;
@@ -143,7 +146,10 @@ export function weightedNms(detections: readonly PalmDetection[], threshold = 0.
         kps[k][1] += p[1] * d.score;
       });
     }
-    x0 /= total; y0 /= total; x1 /= total; y1 /= total;
+    x0 /= total;
+    y0 /= total;
+    x1 /= total;
+    y1 /= total;
     out.push({
       score: best.score,
       cx: (x0 + x1) / 2,
@@ -212,13 +218,18 @@ export function rectToImage(r: RotatedRect, u: number, v: number): Point {
 export function rectFromPoints(points: readonly Point[], rotation: number): RotatedRect {
   const c = Math.cos(rotation);
   const s = Math.sin(rotation);
-  let minA = Infinity, maxA = -Infinity, minB = Infinity, maxB = -Infinity;
+  let minA = Infinity,
+    maxA = -Infinity,
+    minB = Infinity,
+    maxB = -Infinity;
   for (const [x, y] of points) {
     // Inverse rotation: image offset -> rect-local (a, b).
     const a = c * x + s * y;
     const b = -s * x + c * y;
-    minA = Math.min(minA, a); maxA = Math.max(maxA, a);
-    minB = Math.min(minB, b); maxB = Math.max(maxB, b);
+    minA = Math.min(minA, a);
+    maxA = Math.max(maxA, a);
+    minB = Math.min(minB, b);
+    maxB = Math.max(maxB, b);
   }
   const ma = (minA + maxA) / 2;
   const mb = (minB + maxB) / 2;
@@ -238,7 +249,10 @@ export function handRectFromLandmarks(landmarks: readonly Point[]): RotatedRect 
   const x1 = ((landmarks[5][0] + landmarks[13][0]) / 2 + landmarks[9][0]) / 2;
   const y1 = ((landmarks[5][1] + landmarks[13][1]) / 2 + landmarks[9][1]) / 2;
   const rotation = uprightRotation([x0, y0], [x1, y1]);
-  const rect = rectFromPoints(RECROP_LANDMARKS.map((i) => landmarks[i]), rotation);
+  const rect = rectFromPoints(
+    RECROP_LANDMARKS.map((i) => landmarks[i]),
+    rotation,
+  );
   return transformRect(rect, 2.0, 0, -0.1);
 }
 
@@ -300,8 +314,8 @@ export function warpToTensor(rgb: Uint8Array, width: number, height: number, r: 
           let fx = x0 + uu * dxu + vv * dxv;
           let fy = y0 + uu * dyu + vv * dyv;
           if (replicate) {
-            fx = fx < 0 ? 0 : fx > width - 1 ? width - 1 : fx;
-            fy = fy < 0 ? 0 : fy > height - 1 ? height - 1 : fy;
+            fx = fx < 0 ? 0 : Math.min(fx, width - 1);
+            fy = fy < 0 ? 0 : Math.min(fy, height - 1);
           }
           const ix = Math.floor(fx);
           const iy = Math.floor(fy);

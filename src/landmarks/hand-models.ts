@@ -122,7 +122,10 @@ export interface BuiltHandModels {
  * concurrent workers never read half a file). With `force: false` (the default) existing files
  * are kept. Throws {@link HandModelError} or a conversion error.
  */
-export async function buildHandModels(modelDir: string = DEFAULT_HAND_MODEL_DIR, options: { force?: boolean } = {}): Promise<BuiltHandModels> {
+export async function buildHandModels(
+  modelDir: string = DEFAULT_HAND_MODEL_DIR,
+  options: { force?: boolean } = {},
+): Promise<BuiltHandModels> {
   const palmPath = join(modelDir, HAND_MODEL_FILES.palm);
   const landmarkPath = join(modelDir, HAND_MODEL_FILES.landmark);
   if (!options.force && existsSync(palmPath) && existsSync(landmarkPath)) return { palmPath, landmarkPath, built: false };

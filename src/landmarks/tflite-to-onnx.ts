@@ -142,7 +142,7 @@ export function convertTfliteToOnnx(model: TfliteModel, options: ConvertOptions 
     nodes.push({ opType, inputs, outputs: [output], name: output, attributes });
     return output;
   };
-  const valueOf = (i: number): Value => {
+  const valueAt = (i: number): Value => {
     const v = values.get(i);
     if (v) return v;
     const c = constOf(tensors[i]);
@@ -202,7 +202,7 @@ export function convertTfliteToOnnx(model: TfliteModel, options: ConvertOptions 
       }
       case "CONV_2D":
       case "DEPTHWISE_CONV_2D": {
-        const x = valueOf(op.inputs[0]);
+        const x = valueAt(op.inputs[0]);
         if (!x.nchw) throw new ConversionError(`${op.op} input ${tensors[op.inputs[0]].name} is not rank 4`);
         const w = floatConst(op.inputs[1], `${op.op} filter`);
         const [, kh, kw] = w.shape;
@@ -232,7 +232,7 @@ export function convertTfliteToOnnx(model: TfliteModel, options: ConvertOptions 
       }
       case "MAX_POOL_2D":
       case "AVERAGE_POOL_2D": {
-        const x = valueOf(op.inputs[0]);
+        const x = valueAt(op.inputs[0]);
         const [, ih, iw] = x.shape;
         const [, oh, ow] = outT.shape;
         const [pt, pb] = o.padding === 0 ? samePads(ih, oh, o.filterH, o.strideH, 1) : [0, 0];
@@ -251,8 +251,8 @@ export function convertTfliteToOnnx(model: TfliteModel, options: ConvertOptions 
       case "ADD":
       case "MUL":
       case "SUB": {
-        const a = valueOf(op.inputs[0]);
-        const b = valueOf(op.inputs[1]);
+        const a = valueAt(op.inputs[0]);
+        const b = valueAt(op.inputs[1]);
         const rank4 = outT.shape.length === 4;
         if (rank4 && (!a.nchw || !b.nchw) && (a.shape.length > 1 || b.shape.length > 1)) {
           // A per-channel constant [C] broadcasts on NHWC's last axis; in NCHW it must be [C,1,1].
@@ -271,7 +271,7 @@ export function convertTfliteToOnnx(model: TfliteModel, options: ConvertOptions 
         break;
       }
       case "PRELU": {
-        const x = valueOf(op.inputs[0]);
+        const x = valueAt(op.inputs[0]);
         const alpha = floatConst(op.inputs[1], "PRELU alpha");
         let slope: string;
         if (!x.nchw) slope = addFloat("alpha", alpha.shape, alpha.data);
@@ -290,14 +290,14 @@ export function convertTfliteToOnnx(model: TfliteModel, options: ConvertOptions 
       case "RELU6":
       case "LOGISTIC":
       case "TANH": {
-        const x = valueOf(op.inputs[0]);
+        const x = valueAt(op.inputs[0]);
         const code = { RELU: 1, RELU6: 3 }[op.op as "RELU" | "RELU6"];
         const y = code ? activation(x.name, code) : node(op.op === "LOGISTIC" ? "Sigmoid" : "Tanh", [x.name]);
         setOut(op, y, x.nchw);
         break;
       }
       case "PAD": {
-        const x = valueOf(op.inputs[0]);
+        const x = valueAt(op.inputs[0]);
         const p = intConst(op.inputs[1], "PAD paddings");
         const rank = x.shape.length;
         const begin = new Array<number>(rank).fill(0);
@@ -311,7 +311,7 @@ export function convertTfliteToOnnx(model: TfliteModel, options: ConvertOptions 
         break;
       }
       case "RESIZE_BILINEAR": {
-        const x = valueOf(op.inputs[0]);
+        const x = valueAt(op.inputs[0]);
         const [, oh, ow, oc] = outT.shape;
         const mode = o.alignCorners ? "align_corners" : o.halfPixelCenters ? "half_pixel" : "asymmetric";
         const y = node("Resize", [x.name, "", "", addInt64("sizes", [1, oc, oh, ow])], {
@@ -322,24 +322,35 @@ export function convertTfliteToOnnx(model: TfliteModel, options: ConvertOptions 
         break;
       }
       case "RESHAPE": {
-        const x = valueOf(op.inputs[0]);
+        const x = valueAt(op.inputs[0]);
         let y = node("Reshape", [inTfliteOrder(x), addInt64("shape", outT.shape)]);
         if (outT.shape.length === 4) y = node("Transpose", [y], { perm: TO_NCHW });
         setOut(op, y, true);
         break;
       }
       case "CONCATENATION": {
-        const xs = op.inputs.map(valueOf);
+        const xs = op.inputs.map(valueAt);
         const rank = outT.shape.length;
         let axis = o.axis < 0 ? o.axis + rank : o.axis;
         const nchw = rank === 4;
         if (nchw && !xs.every((v) => v.nchw)) throw new ConversionError("CONCATENATION mixes layouts");
         if (nchw) axis = AXIS_TO_NCHW[axis];
-        setOut(op, activation(node("Concat", xs.map((v) => v.name), { axis }), o.activation), nchw);
+        setOut(
+          op,
+          activation(
+            node(
+              "Concat",
+              xs.map((v) => v.name),
+              { axis },
+            ),
+            o.activation,
+          ),
+          nchw,
+        );
         break;
       }
       case "MEAN": {
-        const x = valueOf(op.inputs[0]);
+        const x = valueAt(op.inputs[0]);
         const axes = intConst(op.inputs[1], "MEAN axes").map((a) => (a < 0 ? a + x.shape.length : a));
         const keep = Boolean(o.keepDims);
         let onnxAxes = axes;
@@ -348,7 +359,8 @@ export function convertTfliteToOnnx(model: TfliteModel, options: ConvertOptions 
           if (!keep) {
             // The kept axes must come out in TFLite's order.
             const kept = [0, 1, 2, 3].filter((a) => !axes.includes(a)).map((a) => AXIS_TO_NCHW[a]);
-            if (kept.some((a, i) => i > 0 && a < kept[i - 1])) throw new ConversionError(`MEAN over ${axes} without keep_dims is not supported`);
+            if (kept.some((a, i) => i > 0 && a < kept[i - 1]))
+              throw new ConversionError(`MEAN over ${axes} without keep_dims is not supported`);
           }
         }
         const y = node("ReduceMean", [x.name], { axes: onnxAxes, keepdims: keep ? 1 : 0 });
@@ -356,7 +368,7 @@ export function convertTfliteToOnnx(model: TfliteModel, options: ConvertOptions 
         break;
       }
       case "FULLY_CONNECTED": {
-        const x = valueOf(op.inputs[0]);
+        const x = valueAt(op.inputs[0]);
         const w = floatConst(op.inputs[1], "FULLY_CONNECTED weights");
         if (w.shape.length !== 2) throw new ConversionError(`FULLY_CONNECTED weights ${w.shape} are not rank 2`);
         const [outN, inN] = w.shape;
@@ -383,7 +395,7 @@ export function convertTfliteToOnnx(model: TfliteModel, options: ConvertOptions 
     throw new ConversionError(`${outputNames.length} output names for ${model.outputs.length} outputs`);
   }
   const outputs = model.outputs.map((i, k) => {
-    const v = valueOf(i);
+    const v = valueAt(i);
     // Outputs come back in TFLite's own layout.
     node("Identity", [inTfliteOrder(v)], undefined, outputNames[k]);
     return { name: outputNames[k], dims: tensors[i].shape };

@@ -97,7 +97,8 @@ export function createRestHandler(options: RestHandlerOptions): RestHandler {
     let ctx: ReturnType<typeof createHandlerContext> | undefined;
     try {
       const spec = specs.get(route.method);
-      if (spec?.kind !== "unary") throw palmError("internal_error", { cause: new Error(`no unary implementation of ${route.method.name}`) });
+      if (spec?.kind !== "unary")
+        throw palmError("internal_error", { cause: new Error(`no unary implementation of ${route.method.name}`) });
       ctx = createHandlerContext({
         service: route.method.parent,
         method: route.method,
@@ -136,7 +137,11 @@ const isRestHeader = (name: string) => name.startsWith("x-") || name === "retry-
 
 function restHeaders(...sources: Headers[]): Headers {
   const out = new Headers();
-  for (const h of sources) h.forEach((value, name) => isRestHeader(name) && out.set(name, value));
+  for (const h of sources) {
+    h.forEach((value, name) => {
+      if (isRestHeader(name)) out.set(name, value);
+    });
+  }
   return out;
 }
 

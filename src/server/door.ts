@@ -11,7 +11,7 @@
  * whole interceptor chain runs around the service. test/integration/door.spec.ts pins it.
  */
 import { create, type DescMethod } from "@bufbuild/protobuf";
-import { ConnectError, createContextValues, type ContextValues, type Interceptor } from "@connectrpc/connect";
+import { type ConnectError, createContextValues, type ContextValues, type Interceptor } from "@connectrpc/connect";
 import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import { codeToHttpStatus, endStreamFlag, endStreamToJson, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
 import { encodeEnvelope } from "@connectrpc/connect/protocol";
@@ -77,7 +77,13 @@ export function createDoor(options: DoorOptions): NodeHandlerFn {
   const publicMethods = new Set(options.publicMethods);
 
   /** The outer interceptors around a call that ends in `err`: log line, metrics, request id. */
-  async function record(req: NodeRequest, method: DescMethod, values: ContextValues, signal: AbortSignal, err: unknown): Promise<ConnectError> {
+  async function record(
+    req: NodeRequest,
+    method: DescMethod,
+    values: ContextValues,
+    signal: AbortSignal,
+    err: unknown,
+  ): Promise<ConnectError> {
     let next: AnyFn = async () => {
       throw err;
     };
@@ -107,7 +113,13 @@ export function createDoor(options: DoorOptions): NodeHandlerFn {
    * enter admits a request: public methods at once, keyed ones once their key is recognised.
    * A refusal is answered here; a client gone meanwhile is logged as canceled and answered nothing.
    */
-  async function enter(req: NodeRequest, res: NodeResponse, method: DescMethod, protocol: WireProtocol, go: (call: DoorCall) => void): Promise<void> {
+  async function enter(
+    req: NodeRequest,
+    res: NodeResponse,
+    method: DescMethod,
+    protocol: WireProtocol,
+    go: (call: DoorCall) => void,
+  ): Promise<void> {
     const values = createContextValues();
     values.set(kRequestId, newRequestId());
     values.set(kProtocol, protocol === "connect-stream" ? "connect" : protocol);

@@ -85,7 +85,9 @@ export function releaseUnreadBody(req: NodeRequest, res: NodeResponse): void {
 export function respond(req: NodeRequest, res: NodeResponse, answer: Answer): void {
   if (res.headersSent || res.destroyed) return;
   const h: Record<string, string> = {};
-  answer.headers.forEach((v, k) => (h[k] = v));
+  answer.headers.forEach((v, k) => {
+    h[k] = v;
+  });
   if ("stream" in req && answer.body.byteLength === 0) {
     if (req.stream.destroyed || req.stream.headersSent) return;
     req.stream.respond({ ":status": answer.status, ...h }, { endStream: true });

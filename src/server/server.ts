@@ -198,7 +198,11 @@ export function createPalmServer(options: PalmServerOptions): PalmServer {
       return;
     }
     const tooLarge = err.code === "HPE_HEADER_OVERFLOW";
-    socket.end(tooLarge ? "HTTP/1.1 431 Request Header Fields Too Large\r\nconnection: close\r\n\r\n" : "HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n");
+    socket.end(
+      tooLarge
+        ? "HTTP/1.1 431 Request Header Fields Too Large\r\nconnection: close\r\n\r\n"
+        : "HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n",
+    );
   });
   // h1 never listens itself (the TCP front does); 'listening' starts its timeout checks.
   h1.emit("listening");

@@ -6,12 +6,7 @@
 import { create } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { Code, ConnectError } from "@connectrpc/connect";
-import {
-  AnalyzeResponseSchema,
-  type AnalyzeRequest,
-  type AnalyzeResponse,
-  type PalmService,
-} from "../../gen/palm/v1/palm_pb.js";
+import { AnalyzeResponseSchema, type AnalyzeRequest, type AnalyzeResponse, type PalmService } from "../../gen/palm/v1/palm_pb.js";
 import { kQuota, kRequestId, type UsageSnapshot } from "../api/context-keys.js";
 import { badRequest, palmError, toPalmError } from "../errors.js";
 import type { AnalysisResult, Analyzer } from "../inference/analyzer-types.js";

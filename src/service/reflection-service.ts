@@ -9,10 +9,10 @@ import { toBinary, type DescFile, type DescMessage, type DescService, type Messa
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 import { Code } from "@connectrpc/connect";
 import type { ServiceImpl } from "@connectrpc/connect";
-import {
-  type ServerReflection,
-  type ServerReflectionRequest,
-  type ServerReflectionResponseSchema,
+import type {
+  ServerReflection,
+  ServerReflectionRequest,
+  ServerReflectionResponseSchema,
 } from "../../gen/grpc/reflection/v1/reflection_pb.js";
 
 /** Answer is the oneof part of one response. */
@@ -92,7 +92,10 @@ export function createReflectionService(options: ReflectionServiceOptions): Serv
       }
       case "allExtensionNumbersOfType": {
         if (!symbols.has(r.value)) return notFound(`type ${r.value}`);
-        const numbers = [...files.values()].flatMap(allExtensions).filter((e) => e.extendee.typeName === r.value).map((e) => e.number);
+        const numbers = [...files.values()]
+          .flatMap(allExtensions)
+          .filter((e) => e.extendee.typeName === r.value)
+          .map((e) => e.number);
         return {
           messageResponse: { case: "allExtensionNumbersResponse", value: { baseTypeName: r.value, extensionNumber: numbers } },
         };

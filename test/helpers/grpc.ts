@@ -3,8 +3,16 @@
  * and the decoding of `grpc-status-details-bin` into Connect error details.
  */
 import * as grpc from "@grpc/grpc-js";
-import { fromBinary, toBinary, type DescMessage, type DescMethodUnary, type MessageInitShape, type MessageShape, create } from "@bufbuild/protobuf";
-import { ConnectError } from "@connectrpc/connect";
+import {
+  fromBinary,
+  toBinary,
+  type DescMessage,
+  type DescMethodUnary,
+  type MessageInitShape,
+  type MessageShape,
+  create,
+} from "@bufbuild/protobuf";
+import type { ConnectError } from "@connectrpc/connect";
 import { findTrailerError } from "@connectrpc/connect/protocol-grpc";
 
 /** GrpcJsResult is everything a unary grpc-js call saw. */

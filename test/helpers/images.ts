@@ -10,8 +10,8 @@ export async function makeImage(width = 256, height = 256, format: "jpeg" | "png
   for (let y = 0; y < height; y++) {
     for (let x = 0; x < width; x++) {
       const i = (y * width + x) * 3;
-      raw[i] = 180 + ((x * 60) / width) | 0;
-      raw[i + 1] = 130 + ((y * 60) / height) | 0;
+      raw[i] = (180 + (x * 60) / width) | 0;
+      raw[i + 1] = (130 + (y * 60) / height) | 0;
       raw[i + 2] = 110;
       if (Math.abs(y - height / 2 - 0.3 * (x - width / 2)) < 2) raw.fill(70, i, i + 3);
     }
@@ -25,5 +25,8 @@ export async function makeImage(width = 256, height = 256, format: "jpeg" | "png
  * JPEG: an analysis that runs every stage of the engine, for tests that need one to take a while.
  */
 export async function makeHandPhoto(width = 3024, height = 4032): Promise<Buffer> {
-  return sharp(new URL("../../examples/sample-palm.jpg", import.meta.url).pathname).resize(width, height).jpeg({ quality: 90 }).toBuffer();
+  return sharp(new URL("../../examples/sample-palm.jpg", import.meta.url).pathname)
+    .resize(width, height)
+    .jpeg({ quality: 90 })
+    .toBuffer();
 }

@@ -9,6 +9,17 @@ export { callUnary, createGrpcJsClient, decodeGrpcError, type GrpcJsResult } fro
 export { makeHandPhoto, makeImage } from "./images.js";
 export { registerKey } from "./keys.js";
 export { freePort, waitForPort } from "./ports.js";
-export { cpuSecondsOf, isAlive, machineCores, machineCpu, processRunNs, processTree, runNs, schedPolicies, statusBytes, sumOver } from "./proc.js";
+export {
+  cpuSecondsOf,
+  isAlive,
+  machineCores,
+  machineCpu,
+  processRunNs,
+  processTree,
+  runNs,
+  schedPolicies,
+  statusBytes,
+  sumOver,
+} from "./proc.js";
 export { startRedis, uniquePrefix, type RedisProcess } from "./redis.js";
 export { startCommand, startServerProcess, trackPeakRss, type ServerProcess } from "./server-process.js";

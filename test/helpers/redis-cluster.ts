@@ -70,17 +70,26 @@ export async function startRedisCluster(): Promise<RedisClusterProcess> {
       const child = spawn(
         "redis-server",
         [
-          "--port", String(port),
-          "--bind", "127.0.0.1",
-          "--cluster-enabled", "yes",
-          "--cluster-port", String(busPorts[i]),
-          "--cluster-config-file", join(dir, `nodes-${port}.conf`),
+          "--port",
+          String(port),
+          "--bind",
+          "127.0.0.1",
+          "--cluster-enabled",
+          "yes",
+          "--cluster-port",
+          String(busPorts[i]),
+          "--cluster-config-file",
+          join(dir, `nodes-${port}.conf`),
           // A killed node's slots stay assigned to it for a minute instead of 15 s, so that a test
           // sees that node's clients fail while the others are served (no replicas to fail over to).
-          "--cluster-node-timeout", "60000",
-          "--dir", dir,
-          "--save", "",
-          "--appendonly", "no",
+          "--cluster-node-timeout",
+          "60000",
+          "--dir",
+          dir,
+          "--save",
+          "",
+          "--appendonly",
+          "no",
         ],
         { stdio: "ignore" },
       );
@@ -90,7 +99,9 @@ export async function startRedisCluster(): Promise<RedisClusterProcess> {
     for (const port of ports) await waitFor(`node ${port} not answering`, 5000, async () => (await cli(port, "ping")).trim() === "PONG");
     await run("redis-cli", ["--cluster", "create", ...ports.map((p) => `127.0.0.1:${p}`), "--cluster-replicas", "0", "--cluster-yes"]);
     for (const port of ports) {
-      await waitFor(`node ${port} not cluster_state:ok`, 15_000, async () => (await cli(port, "cluster", "info")).includes("cluster_state:ok"));
+      await waitFor(`node ${port} not cluster_state:ok`, 15_000, async () =>
+        (await cli(port, "cluster", "info")).includes("cluster_state:ok"),
+      );
     }
   } catch (e) {
     await stop();

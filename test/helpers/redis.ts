@@ -39,9 +39,7 @@ export interface StartRedisOptions {
 export async function startRedis(options: StartRedisOptions = {}): Promise<RedisProcess> {
   const port = await freePort();
   const dir = options.durable ? mkdtempSync(join(tmpdir(), "palm-redis-")) : undefined;
-  const persistence = dir
-    ? ["--dir", dir, "--appendonly", "yes", "--appendfsync", "always"]
-    : ["--appendonly", "no"];
+  const persistence = dir ? ["--dir", dir, "--appendonly", "yes", "--appendfsync", "always"] : ["--appendonly", "no"];
   let child: ChildProcess | undefined;
   const start = async () => {
     child = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", ...persistence], {

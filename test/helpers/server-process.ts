@@ -77,7 +77,11 @@ function buildOnce(root: string): void {
  * this process's environment and `nodeArgs` (e.g. --cpu-prof) before the others; `root` is the
  * checkout to run (default this one).
  */
-export async function startServerProcess(env: Record<string, string>, nodeArgs: readonly string[] = [], root = ROOT): Promise<ServerProcess> {
+export async function startServerProcess(
+  env: Record<string, string>,
+  nodeArgs: readonly string[] = [],
+  root = ROOT,
+): Promise<ServerProcess> {
   buildOnce(root);
   const port = await freePort();
   const child = spawn(process.execPath, [...nodeArgs, ...startCommand(root)], {

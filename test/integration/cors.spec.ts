@@ -26,7 +26,12 @@ afterAll(async () => {
 });
 
 /** request sends one HTTP/1.1 request with exactly these headers (Origin included). */
-function request(url: string, method: string, headers: Record<string, string>, body?: string): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
+function request(
+  url: string,
+  method: string,
+  headers: Record<string, string>,
+  body?: string,
+): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
   return new Promise((resolve, reject) => {
     const req = http.request(url, { method, headers, agent: false }, (res) => {
       let text = "";
@@ -62,12 +67,18 @@ describe("CORS with PALM_CORS_ORIGINS=https://app.example.com", () => {
   it("answers a preflight for REST, Connect and gRPC-Web paths from the allowed origin with 204 and the allowances", async () => {
     await withServer(config, async (srv) => {
       for (const path of ["/v1/palm/analyze", "/palm.v1.PalmService/Analyze"]) {
-        const res = await request(`${srv.url}${path}`, "OPTIONS", preflight(APP, "POST", "content-type, x-api-key, x-grpc-web, x-user-agent, grpc-timeout"));
+        const res = await request(
+          `${srv.url}${path}`,
+          "OPTIONS",
+          preflight(APP, "POST", "content-type, x-api-key, x-grpc-web, x-user-agent, grpc-timeout"),
+        );
         expect(res.status).toBe(204);
         expect(res.headers["access-control-allow-origin"]).toBe(APP);
         expect(res.headers["access-control-allow-methods"]).toBe("GET, POST");
         const allowed = String(res.headers["access-control-allow-headers"]).split(", ");
-        expect(allowed).toEqual(expect.arrayContaining(["content-type", "x-api-key", "x-grpc-web", "x-user-agent", "grpc-timeout", "connect-protocol-version"]));
+        expect(allowed).toEqual(
+          expect.arrayContaining(["content-type", "x-api-key", "x-grpc-web", "x-user-agent", "grpc-timeout", "connect-protocol-version"]),
+        );
         expect(res.headers["access-control-max-age"]).toBe("7200");
         expect(res.headers.vary).toMatch(/Origin/);
       }
@@ -84,14 +95,28 @@ describe("CORS with PALM_CORS_ORIGINS=https://app.example.com", () => {
 
   it("exposes the request id and the quota headers on an answer to the allowed origin, errors included", async () => {
     await withServer(config, async (srv, key) => {
-      const res = await request(`${srv.url}/v1/palm/analyze`, "POST", { origin: APP, "x-api-key": key, "content-type": "application/json" }, "{}");
+      const res = await request(
+        `${srv.url}/v1/palm/analyze`,
+        "POST",
+        { origin: APP, "x-api-key": key, "content-type": "application/json" },
+        "{}",
+      );
       expect(res.status).toBe(400); // missing_image: a recognised key, so the quota headers are there
       expect(res.headers["access-control-allow-origin"]).toBe(APP);
       const exposed = String(res.headers["access-control-expose-headers"]).split(", ");
       expect(exposed).toEqual(
-        expect.arrayContaining(["x-request-id", "x-monthly-quota-limit", "x-monthly-quota-remaining", "x-monthly-quota-reset", "retry-after", "grpc-status", "grpc-message"]),
+        expect.arrayContaining([
+          "x-request-id",
+          "x-monthly-quota-limit",
+          "x-monthly-quota-remaining",
+          "x-monthly-quota-reset",
+          "retry-after",
+          "grpc-status",
+          "grpc-message",
+        ]),
       );
-      for (const h of ["x-request-id", "x-monthly-quota-limit", "x-monthly-quota-remaining", "x-monthly-quota-reset"]) expect(res.headers[h]).toBeDefined();
+      for (const h of ["x-request-id", "x-monthly-quota-limit", "x-monthly-quota-remaining", "x-monthly-quota-reset"])
+        expect(res.headers[h]).toBeDefined();
       const other = await request(`${srv.url}/v1/palm/health`, "GET", { origin: "https://evil.example.net" });
       expect(other.status).toBe(200);
       expect(other.headers["access-control-allow-origin"]).toBeUndefined();
@@ -178,7 +203,11 @@ describe.skipIf(!browserPath.path)(`a browser page on another origin${browserPat
           return {
             health,
             refused,
-            rest: { status: rest.status, remaining: rest.headers.get("x-monthly-quota-remaining"), requestId: rest.headers.get("x-request-id") },
+            rest: {
+              status: rest.status,
+              remaining: rest.headers.get("x-monthly-quota-remaining"),
+              requestId: rest.headers.get("x-request-id"),
+            },
           };
         },
         { api: srv.url, key },
@@ -191,7 +220,8 @@ describe.skipIf(!browserPath.path)(`a browser page on another origin${browserPat
       expect(trailer).toMatch(/grpc-status: ?0/);
       // A refused key: UNAUTHENTICATED (16), readable by the page's script.
       const refusedTrailer = out.refused.frames.find((f) => f.flag === 0x80);
-      const refusedStatus = out.refused.grpcStatus ?? /grpc-status: ?(\d+)/.exec(new TextDecoder().decode(new Uint8Array(refusedTrailer?.data ?? [])))?.[1];
+      const refusedStatus =
+        out.refused.grpcStatus ?? /grpc-status: ?(\d+)/.exec(new TextDecoder().decode(new Uint8Array(refusedTrailer?.data ?? [])))?.[1];
       expect(refusedStatus).toBe("16");
       expect(out.rest).toMatchObject({ status: 400, remaining: "100" });
       expect(out.rest.requestId).toMatch(/^palm_/);

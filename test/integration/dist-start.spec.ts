@@ -61,7 +61,10 @@ describe("npm start", () => {
     const tree = processTree(child.pid!);
     const lines = tree.map((pid) => cmdline(pid).join(" "));
     expect(lines.length, lines.join("\n")).toBeGreaterThanOrEqual(2); // the server and its worker
-    expect(lines.filter((l) => l.includes("dist/src/inference/inference-worker.js")), lines.join("\n")).toHaveLength(1);
+    expect(
+      lines.filter((l) => l.includes("dist/src/inference/inference-worker.js")),
+      lines.join("\n"),
+    ).toHaveLength(1);
     // tsx would show as a flag of the server or a worker, or as its esbuild service process.
     for (const line of lines) expect(line).not.toMatch(/tsx|esbuild/);
 

@@ -106,7 +106,14 @@ function h2Held(headers: Record<string, string>): Promise<Held> {
 /** h1Held sends HTTP/1.1 request headers declaring a body and never sends it. */
 function h1Held(headers: Record<string, string>, path = ANALYZE): Promise<Held> {
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: "127.0.0.1", port, path, method: "POST", agent: false, headers: { "content-length": DECLARED, ...headers } });
+    const req = http.request({
+      host: "127.0.0.1",
+      port,
+      path,
+      method: "POST",
+      agent: false,
+      headers: { "content-length": DECLARED, ...headers },
+    });
     req.on("error", () => {});
     req.once("socket", (socket) => {
       const closed = new Promise<void>((r) => socket.once("close", () => r()));
@@ -168,7 +175,10 @@ describe("a refusal from the headers, the body held back by the client", () => {
 
   it("gRPC while Redis hangs: UNAVAILABLE store_unavailable (fail closed), body unread", async () => {
     redis.pause();
-    const r = await within(h2Held({ "content-type": "application/grpc", te: "trailers", "x-api-key": key }), "no answer while the body was held back");
+    const r = await within(
+      h2Held({ "content-type": "application/grpc", te: "trailers", "x-api-key": key }),
+      "no answer while the body was held back",
+    );
     expectGrpcStatus(r.headers, "store_unavailable");
     expect(r.headers["x-monthly-quota-remaining"]).toBeUndefined();
   });
@@ -192,7 +202,10 @@ describe("a refusal from the headers, the body held back by the client", () => {
   });
 
   it("Connect unary over HTTP/1.1 without a key: 401 with the Connect error JSON and ErrorInfo, then the connection is closed", async () => {
-    const r = await within(h1Held({ "content-type": "application/proto", "connect-protocol-version": "1" }), "no answer while the body was held back");
+    const r = await within(
+      h1Held({ "content-type": "application/proto", "connect-protocol-version": "1" }),
+      "no answer while the body was held back",
+    );
     expect(r.status).toBe(401);
     const json = JSON.parse(r.body.toString());
     expect(json.code).toBe("unauthenticated");
@@ -217,7 +230,13 @@ describe("a refusal from the headers, the body held back by the client", () => {
     const session = http2.connect(`http://127.0.0.1:${port}`);
     try {
       const stream = session.request(
-        { ":method": "POST", ":path": "/v1/palm/analyze", "content-type": "application/json", "content-length": DECLARED, "x-api-key": generateApiKey() },
+        {
+          ":method": "POST",
+          ":path": "/v1/palm/analyze",
+          "content-type": "application/json",
+          "content-length": DECLARED,
+          "x-api-key": generateApiKey(),
+        },
         { endStream: false },
       );
       stream.on("error", () => {});
@@ -247,7 +266,13 @@ describe("a client that leaves at the door", () => {
     redis.pause();
     const session = http2.connect(`http://127.0.0.1:${port}`);
     try {
-      const stream = session.request({ ":method": "POST", ":path": ANALYZE, "content-type": "application/grpc", te: "trailers", "x-api-key": key });
+      const stream = session.request({
+        ":method": "POST",
+        ":path": ANALYZE,
+        "content-type": "application/grpc",
+        te: "trailers",
+        "x-api-key": key,
+      });
       stream.on("error", () => {});
       // A whole (tiny) message: the old path read it, then waited on the key check.
       stream.end(Buffer.from([0, 0, 0, 0, 3, 0x0a, 1, 0xff]));
@@ -265,4 +290,3 @@ describe("a client that leaves at the door", () => {
     expect(await store.usage("acme", quotaPeriodOf())).toBe(0);
   });
 });
-

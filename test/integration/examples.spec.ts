@@ -16,7 +16,10 @@ import { registerKey } from "../helpers/keys.js";
 import { startServer, type TestServer } from "../helpers/server.js";
 
 const run = promisify(execFile);
-const hasCurl = await run("curl", ["--version"]).then(() => true, () => false);
+const hasCurl = await run("curl", ["--version"]).then(
+  () => true,
+  () => false,
+);
 const root = new URL("../../", import.meta.url).pathname;
 let analyzer: EngineAnalyzer;
 let srv: TestServer;
@@ -61,7 +64,11 @@ describe("README examples", () => {
       await run("bash", ["-euo", "pipefail", "-c", overlay!], { cwd: dir, env: env() });
       const jpeg = await sharp(join(dir, "overlay.jpg")).metadata();
       const sample = await sharp(`${root}examples/sample-palm.jpg`).rotate().metadata();
-      expect({ format: jpeg.format, width: jpeg.width, height: jpeg.height }).toEqual({ format: "jpeg", width: sample.width, height: sample.height });
+      expect({ format: jpeg.format, width: jpeg.width, height: jpeg.height }).toEqual({
+        format: "jpeg",
+        width: sample.width,
+        height: sample.height,
+      });
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
@@ -82,7 +89,10 @@ describe("README examples", () => {
   /** runExample runs an example and resolves with its exit code and output, failures included. */
   async function runExample(file: string, extraEnv: NodeJS.ProcessEnv, args: string[] = []) {
     try {
-      const { stdout, stderr } = await run(process.execPath, ["--import", "tsx", file, ...args], { cwd: root, env: { ...env(), ...extraEnv } });
+      const { stdout, stderr } = await run(process.execPath, ["--import", "tsx", file, ...args], {
+        cwd: root,
+        env: { ...env(), ...extraEnv },
+      });
       return { code: 0, stdout, stderr };
     } catch (e) {
       const err = e as { code: number; stdout: string; stderr: string };

@@ -176,7 +176,10 @@ async function grpcWebCall(body: Buffer): Promise<Record<string, string>> {
   const frames = splitEnvelopes(Buffer.from(await res.arrayBuffer()));
   const trailer = frames.find((f) => (f.flags & 0x80) === 0x80);
   const out: Record<string, string> = {};
-  res.headers.forEach((v, k) => (out[k] = v));
-  if (trailer) trailerParse(trailer.data).forEach((v, k) => (out[k] = v));
+  const copy = (v: string, k: string) => {
+    out[k] = v;
+  };
+  res.headers.forEach(copy);
+  if (trailer) trailerParse(trailer.data).forEach(copy);
   return out;
 }

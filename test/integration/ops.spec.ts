@@ -67,10 +67,16 @@ describe("GET /metrics on the main port", () => {
     expect(res.headers.get("content-type")).toMatch(/^text\/plain; version=0\.0\.4/);
     const text = await res.text();
     expect(sample(text, "palm_requests_total", health)).toBe(n0 + 1);
-    expect(sample(text, "palm_requests_total", { procedure: "/palm.v1.PalmService/Analyze", protocol: "rest", code: "invalid_api_key" })).toBe(1);
+    expect(
+      sample(text, "palm_requests_total", { procedure: "/palm.v1.PalmService/Analyze", protocol: "rest", code: "invalid_api_key" }),
+    ).toBe(1);
     expect(sample(text, "palm_requests_total", { procedure: "/palm.v1.PalmService/Health", protocol: "grpc", code: "ok" })).toBe(1);
-    expect(sample(text, "palm_request_duration_seconds_count", { procedure: "/palm.v1.PalmService/Health", protocol: "rest" })).toBe(n0 + 1);
-    expect(sample(text, "palm_request_duration_seconds_bucket", { procedure: "/palm.v1.PalmService/Health", protocol: "grpc", le: "+Inf" })).toBe(1);
+    expect(sample(text, "palm_request_duration_seconds_count", { procedure: "/palm.v1.PalmService/Health", protocol: "rest" })).toBe(
+      n0 + 1,
+    );
+    expect(
+      sample(text, "palm_request_duration_seconds_bucket", { procedure: "/palm.v1.PalmService/Health", protocol: "grpc", le: "+Inf" }),
+    ).toBe(1);
     expect(sample(text, "process_resident_memory_bytes")).toBeGreaterThan(0);
   });
 
@@ -109,7 +115,9 @@ describe("PALM_METRICS_PORT", () => {
     await fetch(`${srv.url}/v1/palm/health`);
     const own = await fetch(`http://127.0.0.1:${srv.server.metricsPort}/metrics`);
     expect(own.status).toBe(200);
-    expect(sample(await own.text(), "palm_requests_total", { procedure: "/palm.v1.PalmService/Health", protocol: "rest", code: "ok" })).toBe(1);
+    expect(
+      sample(await own.text(), "palm_requests_total", { procedure: "/palm.v1.PalmService/Health", protocol: "rest", code: "ok" }),
+    ).toBe(1);
     const main = await fetch(`${srv.url}/metrics`);
     expect(main.status).toBe(404);
     expect((await main.json()).error.code).toBe("not_found");
@@ -139,7 +147,11 @@ describe("GET /v1/palm/ready", () => {
       const res = await fetch(`${srv.url}/v1/palm/ready`);
       expect(res.status).toBe(503);
       expect((await res.json()).checks).toMatchObject({ store: "unavailable", model: "ok", workers: "ok" });
-      const refused = await fetch(`${srv.url}/v1/palm/analyze`, { method: "POST", headers: { "x-api-key": "palm_live_" + "0".repeat(32) }, body: "{}" });
+      const refused = await fetch(`${srv.url}/v1/palm/analyze`, {
+        method: "POST",
+        headers: { "x-api-key": `palm_live_${"0".repeat(32)}` },
+        body: "{}",
+      });
       expect(refused.status).toBe(503);
       const text = await (await fetch(`${srv.url}/metrics`)).text();
       expect(sample(text, "palm_store_errors_total", { source: "readiness" })).toBe(1);

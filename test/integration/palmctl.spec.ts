@@ -72,7 +72,7 @@ describe("palmctl", () => {
     await palmctl("keys", "revoke", key);
     const revoked = await postAnalyze(srv.url, { image }, { "x-api-key": key });
     expectErrorBody(revoked.res, revoked.json, 401, "invalid_api_key");
-    expect((await palmctl("keys", "list", "--client", "acme"))[1]).toMatch(/^[0-9a-f]{12}  \S+Z  \S+Z$/);
+    expect((await palmctl("keys", "list", "--client", "acme"))[1]).toMatch(/^[0-9a-f]{12} {2}\S+Z {2}\S+Z$/);
   });
 
   it("exits 1 within a few seconds when Redis is unreachable", async () => {
@@ -81,11 +81,22 @@ describe("palmctl", () => {
   });
 
   it("prints the help of every command with --help, exit 0, without Redis", async () => {
-    for (const args of [["--help"], ["help"], ["keys", "--help"], ["keys", "create", "--help"], ["keys", "revoke", "-h"], ["usage", "--help"], ["clients", "set-plan", "--help"]]) {
+    for (const args of [
+      ["--help"],
+      ["help"],
+      ["keys", "--help"],
+      ["keys", "create", "--help"],
+      ["keys", "revoke", "-h"],
+      ["usage", "--help"],
+      ["clients", "set-plan", "--help"],
+    ]) {
       const { stdout } = await run(process.execPath, ["bin/palmctl.mjs", ...args], { cwd: root, env: { ...process.env, REDIS_URL: "" } });
-      expect(stdout, args.join(" ")).toMatch(/^usage:\n  palmctl /);
+      expect(stdout, args.join(" ")).toMatch(/^usage:\n {2}palmctl /);
     }
-    const { stdout } = await run(process.execPath, ["bin/palmctl.mjs", "keys", "create", "--help"], { cwd: root, env: { ...process.env, REDIS_URL: "" } });
+    const { stdout } = await run(process.execPath, ["bin/palmctl.mjs", "keys", "create", "--help"], {
+      cwd: root,
+      env: { ...process.env, REDIS_URL: "" },
+    });
     expect(stdout).toContain("palmctl keys create --client ID [--plan NAME]");
     expect(stdout).not.toContain("set-plan");
   });
@@ -109,12 +120,19 @@ describe("palmctl on a Redis Cluster", () => {
   });
 
   // Only the last node is named: the others are learnt from it.
-  const clusterEnv = () => ({ ...process.env, REDIS_URL: "", REDIS_CLUSTER_NODES: `127.0.0.1:${cluster.ports[2]}`, PALM_REDIS_PREFIX: clusterPrefix });
-  const bin = async (...args: string[]) => (await run(process.execPath, ["bin/palmctl.mjs", ...args], { cwd: root, env: clusterEnv() })).stdout.trimEnd().split("\n");
+  const clusterEnv = () => ({
+    ...process.env,
+    REDIS_URL: "",
+    REDIS_CLUSTER_NODES: `127.0.0.1:${cluster.ports[2]}`,
+    PALM_REDIS_PREFIX: clusterPrefix,
+  });
+  const bin = async (...args: string[]) =>
+    (await run(process.execPath, ["bin/palmctl.mjs", ...args], { cwd: root, env: clusterEnv() })).stdout.trimEnd().split("\n");
 
   it("creates keys the server accepts, lists them, reports usage, and revokes one by hash prefix", async () => {
     const keys: string[] = [];
-    for (const client of ["acme", "globex", "initech"]) keys.push((await bin("keys", "create", "--client", client, "--plan", "starter")).at(-1)!);
+    for (const client of ["acme", "globex", "initech"])
+      keys.push((await bin("keys", "create", "--client", client, "--plan", "starter")).at(-1)!);
     const second = (await bin("keys", "create", "--client", "acme")).at(-1)!;
     for (const key of [...keys, second]) {
       expect(key).toMatch(/^palm_live_[0-9a-f]{32}$/);
@@ -132,7 +150,7 @@ describe("palmctl on a Redis Cluster", () => {
     expectErrorBody(revoked.res, revoked.json, 401, "invalid_api_key");
     expect((await postAnalyze(clusterSrv.url, { image }, { "x-api-key": keys[0] })).res.status).toBe(200);
     const after = await bin("keys", "list", "--client", "acme");
-    expect(after.find((l) => l.startsWith(prefixOfSecond))).toMatch(/^[0-9a-f]{12}  \S+Z  \S+Z$/);
+    expect(after.find((l) => l.startsWith(prefixOfSecond))).toMatch(/^[0-9a-f]{12} {2}\S+Z {2}\S+Z$/);
     expect(after.filter((l) => / -$/.test(l))).toHaveLength(1);
   });
 

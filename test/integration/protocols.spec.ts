@@ -3,7 +3,7 @@
  * REST on one port: same answers, same metadata, same errors with their ErrorInfo details.
  */
 import * as grpc from "@grpc/grpc-js";
-import { Code, ConnectError, createClient, type Client, type Transport } from "@connectrpc/connect";
+import { Code, ConnectError, createClient, type Transport } from "@connectrpc/connect";
 import {
   compressionBrotli,
   compressionGzip,
@@ -18,12 +18,7 @@ import {
   HealthCheckResponseSchema,
   HealthCheckResponse_ServingStatus,
 } from "../../gen/grpc/health/v1/health_pb.js";
-import {
-  BadRequestSchema,
-  ErrorInfoSchema,
-  QuotaFailureSchema,
-  RetryInfoSchema,
-} from "../../gen/google/rpc/error_details_pb.js";
+import { BadRequestSchema, ErrorInfoSchema, QuotaFailureSchema, RetryInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { AnalysisResultsSchema, PalmService } from "../../gen/palm/v1/palm_pb.js";
 import { create, equals, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { readFileSync } from "node:fs";
@@ -214,7 +209,13 @@ describe("PalmService/Analyze across protocols", () => {
 
   it("answers an unknown method with UNIMPLEMENTED and ErrorInfo not_found", async () => {
     const r = await new Promise<grpc.ServiceError | null>((resolve) =>
-      grpcJs.makeUnaryRequest("/palm.v1.PalmService/Nope", (x: Buffer) => x, (x: Buffer) => x, Buffer.alloc(0), (e) => resolve(e)),
+      grpcJs.makeUnaryRequest(
+        "/palm.v1.PalmService/Nope",
+        (x: Buffer) => x,
+        (x: Buffer) => x,
+        Buffer.alloc(0),
+        (e) => resolve(e),
+      ),
     );
     expect(r?.code).toBe(grpc.status.UNIMPLEMENTED);
     expect(r?.details).toBe(ERRORS.not_found.message);
@@ -367,9 +368,7 @@ describe("PalmService/Analyze errors over gRPC and Connect", () => {
     // server holds it (the 240x180 image can finish within 30 ms on a fast machine).
     const big = await makeImage(4000, 3000, "jpeg");
     const client = createClient(PalmService, createGrpcTransport({ baseUrl: srv.url }));
-    const err = await client
-      .analyze({ image: big }, { headers: { "x-api-key": key }, timeoutMs: 30 })
-      .catch((e) => ConnectError.from(e));
+    const err = await client.analyze({ image: big }, { headers: { "x-api-key": key }, timeoutMs: 30 }).catch((e) => ConnectError.from(e));
     expect((err as ConnectError).code).toBe(Code.DeadlineExceeded);
     await expect.poll(usedNow, { timeout: 3000 }).toBe(0);
   });

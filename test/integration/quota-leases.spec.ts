@@ -60,7 +60,10 @@ describe("admission before reservation", () => {
     const statuses = results.map((r) => r.res.status);
     const ok = statuses.filter((s) => s === 200).length;
     expect(ok).toBeGreaterThanOrEqual(1);
-    expect(statuses.filter((s) => s !== 200 && s !== 503), statuses.join(",")).toEqual([]);
+    expect(
+      statuses.filter((s) => s !== 200 && s !== 503),
+      statuses.join(","),
+    ).toEqual([]);
     for (const r of results.filter((r) => r.res.status === 503)) expectErrorBody(r.res, r.json, 503, "overloaded");
     expect(await store.usage("acme", quotaPeriodOf())).toBe(ok);
   });
@@ -201,7 +204,9 @@ describe("a REST client that leaves", () => {
     const leftAt = performance.now();
     await new Promise((r) => setTimeout(r, 150));
     redis.resume();
-    await expect.poll(() => lines.find((l) => l.msg === "request" || l.msg === "request failed"), { timeout: 12_000, interval: 20 }).toBeDefined();
+    await expect
+      .poll(() => lines.find((l) => l.msg === "request" || l.msg === "request failed"), { timeout: 12_000, interval: 20 })
+      .toBeDefined();
     const line = lines.find((l) => l.msg === "request" || l.msg === "request failed");
     // Waiting for the body deadline instead, the line came 10 s later and said 504 timeout.
     expect(performance.now() - leftAt).toBeLessThan(2000);

@@ -68,7 +68,10 @@ async function exactQuotaAcrossTwoServers(connect: Connect): Promise<void> {
   // the unit is reserved only after admission.
   expect(statuses.filter((s) => s === 429 || s === 503)).toHaveLength(7);
   expect(statuses.filter((s) => s === 429).length).toBeGreaterThanOrEqual(1);
-  const used = results.filter((r) => r.res.status === 200).map((r) => r.json.usage.requests_used).sort();
+  const used = results
+    .filter((r) => r.res.status === 200)
+    .map((r) => r.json.usage.requests_used)
+    .sort();
   expect(used).toEqual([1, 2, 3, 4, 5]);
   expect(await one.store.usage("acme", quotaPeriodOf())).toBe(5);
 }
@@ -158,7 +161,9 @@ describe("createQuotaInterceptor() with a Redis Cluster", () => {
   // Last in this block: it takes a master away for good.
   it("fails closed with 503 store_unavailable for the clients of a killed master, within the command timeout, and serves the others", async () => {
     const prefix = uniquePrefix();
-    const { store, srv } = await setup(prefix, {}, (p) => createRedisStore({ clusterNodes: parseRedisClusterNodes(cluster.nodes, []), keyPrefix: p }));
+    const { store, srv } = await setup(prefix, {}, (p) =>
+      createRedisStore({ clusterNodes: parseRedisClusterNodes(cluster.nodes, []), keyPrefix: p }),
+    );
     const { Redis } = await import("ioredis");
     const doomed = new Redis({ host: "127.0.0.1", port: cluster.ports[0] });
     // A node answers MOVED for a key of a slot it does not serve.

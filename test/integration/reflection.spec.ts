@@ -55,7 +55,11 @@ async function ask(...requests: MessageInitShape<typeof ServerReflectionRequestS
 describe("grpc.reflection.v1.ServerReflection", () => {
   it("lets buf curl list the services with no schema and no key", async () => {
     const { stdout } = await run(buf, [...grpcFlags(), "--list-services", srv.url]);
-    expect(stdout.trim().split("\n").sort()).toEqual(["grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection", "palm.v1.PalmService"]);
+    expect(stdout.trim().split("\n").sort()).toEqual([
+      "grpc.health.v1.Health",
+      "grpc.reflection.v1.ServerReflection",
+      "palm.v1.PalmService",
+    ]);
     const methods = await run(buf, [...grpcFlags(), "--list-methods", srv.url]);
     expect(methods.stdout).toContain("palm.v1.PalmService/Analyze");
   });
@@ -82,9 +86,13 @@ describe("grpc.reflection.v1.ServerReflection", () => {
   it("answers a file by symbol with the file and every file it imports, which build a registry", async () => {
     const [res] = await ask({ messageRequest: { case: "fileContainingSymbol", value: "palm.v1.AnalyzeResponse" } });
     expect(res.messageResponse.case).toBe("fileDescriptorResponse");
-    const protos = (res.messageResponse.value as { fileDescriptorProto: Uint8Array[] }).fileDescriptorProto.map((b) => fromBinary(FileDescriptorProtoSchema, b));
+    const protos = (res.messageResponse.value as { fileDescriptorProto: Uint8Array[] }).fileDescriptorProto.map((b) =>
+      fromBinary(FileDescriptorProtoSchema, b),
+    );
     expect(protos[0].name).toBe("palm/v1/palm.proto");
-    expect(protos.map((p) => p.name)).toEqual(expect.arrayContaining(["google/api/annotations.proto", "google/api/http.proto", "google/protobuf/descriptor.proto"]));
+    expect(protos.map((p) => p.name)).toEqual(
+      expect.arrayContaining(["google/api/annotations.proto", "google/api/http.proto", "google/protobuf/descriptor.proto"]),
+    );
     const registry = createFileRegistry(protos[0], (name) => protos.find((p) => p.name === name));
     expect(registry.getMessage("palm.v1.LineStats")?.fields.map((f) => f.name)).toContain("detected");
   });

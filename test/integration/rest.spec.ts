@@ -221,21 +221,22 @@ describe("POST /v1/palm/analyze errors (SPEC.md section 6), each leaving the quo
     ["a null image", { image: null }],
     ["whitespace only", { image: " \n " }],
     ["a bare data-URL prefix", { image: "data:image/jpeg;base64," }],
-    ["only an unknown field nested 10,000 deep", '{"a":'.repeat(10_000) + "1" + "}".repeat(10_000)],
+    ["only an unknown field nested 10,000 deep", `${'{"a":'.repeat(10_000)}1${"}".repeat(10_000)}`],
   ])("answers 400 missing_image for %s", async (_, body) => {
     const { res, json } = await postAnalyze(srv.url, body, { "x-api-key": key });
     expectErrorBody(res, json, 400, "missing_image");
     await expectQuotaUntouched(res);
   });
 
-  it.each([["invalid characters", "abc$def!"], ["a single trailing character", "abcde"], ["padding in the middle", "ab==cd"]])(
-    "answers 400 invalid_base64 for %s",
-    async (_, image) => {
-      const { res, json } = await postAnalyze(srv.url, { image }, { "x-api-key": key });
-      expectErrorBody(res, json, 400, "invalid_base64");
-      await expectQuotaUntouched(res);
-    },
-  );
+  it.each([
+    ["invalid characters", "abc$def!"],
+    ["a single trailing character", "abcde"],
+    ["padding in the middle", "ab==cd"],
+  ])("answers 400 invalid_base64 for %s", async (_, image) => {
+    const { res, json } = await postAnalyze(srv.url, { image }, { "x-api-key": key });
+    expectErrorBody(res, json, 400, "invalid_base64");
+    await expectQuotaUntouched(res);
+  });
 
   it("answers 413 image_too_large for a decoded image over 5 MiB", async () => {
     const big = Buffer.alloc(5 * 1024 * 1024 + 1, 0x41);
@@ -274,7 +275,9 @@ describe("POST /v1/palm/analyze errors (SPEC.md section 6), each leaving the quo
   });
 
   it("answers 400 unsupported_image_format for a GIF", async () => {
-    const gif = await sharp({ create: { width: 100, height: 100, channels: 3, background: "#a86" } }).gif().toBuffer();
+    const gif = await sharp({ create: { width: 100, height: 100, channels: 3, background: "#a86" } })
+      .gif()
+      .toBuffer();
     const { res, json } = await postAnalyze(srv.url, { image: b64(gif) }, { "x-api-key": key });
     expectErrorBody(res, json, 400, "unsupported_image_format");
     await expectQuotaUntouched(res);
@@ -330,7 +333,12 @@ describe("REST transport details", () => {
           path: "/v1/palm/analyze",
           method: "POST",
           agent: false,
-          headers: { "content-type": "application/json", "x-api-key": apiKey, expect: "100-continue", "content-length": Buffer.byteLength(body) },
+          headers: {
+            "content-type": "application/json",
+            "x-api-key": apiKey,
+            expect: "100-continue",
+            "content-length": Buffer.byteLength(body),
+          },
         });
         req.on("continue", () => {
           continued = true;
@@ -390,7 +398,7 @@ describe("REST routing", () => {
     expect(res2.headers.get("allow")).toBe("GET");
   });
 
-  it("answers GET /v1/palm/health with {\"status\":\"ok\"} without a key", async () => {
+  it('answers GET /v1/palm/health with {"status":"ok"} without a key', async () => {
     const res = await fetch(`${srv.url}/v1/palm/health`);
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({ status: "ok" });

@@ -61,7 +61,10 @@ async function restAnalyze(file: string): Promise<any> {
 async function expectPageShowsApiAnswer(page: Page, file: string, screenshot: string): Promise<number> {
   const expected = await restAnalyze(file);
   const expectedFound = LINES.filter((l) => expected.results.stats[l].detected).length;
-  const { width, height } = await sharp(file).rotate().metadata().then((m) => ({ width: m.width!, height: m.height! }));
+  const { width, height } = await sharp(file)
+    .rotate()
+    .metadata()
+    .then((m) => ({ width: m.width!, height: m.height! }));
 
   await uploadAndWait(page, file);
   expect(await page.getAttribute("body", "data-state")).toBe("done");

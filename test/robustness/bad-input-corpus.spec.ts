@@ -141,7 +141,7 @@ function rgb(width: number, height: number, colour: (x: number, y: number) => re
 }
 
 /** A warm beige with a soft gradient: photo-like, no palm. */
-const beige = (x: number, y: number) => [190 + ((x * 40) / 400) | 0, 150 + ((y * 40) / 400) | 0, 120];
+const beige = (x: number, y: number) => [(190 + (x * 40) / 400) | 0, (150 + (y * 40) / 400) | 0, 120];
 
 // The displayed (upright) orientation test picture: 160 x 96, red block in the top-left corner.
 const UPRIGHT = { width: 160, height: 96 };
@@ -155,15 +155,24 @@ const upright = (x: number, y: number) => (x < RED.w && y < RED.h ? [220, 20, 20
  */
 function storedFor(o: number, x: number, y: number, W: number, H: number): [number, number] {
   switch (o) {
-    case 1: return [x, y];
-    case 2: return [W - 1 - x, y]; // mirror horizontal
-    case 3: return [W - 1 - x, H - 1 - y]; // rotate 180
-    case 4: return [x, H - 1 - y]; // mirror vertical
-    case 5: return [y, x]; // transpose
-    case 6: return [y, W - 1 - x]; // displayed = stored rotated 90° clockwise
-    case 7: return [H - 1 - y, W - 1 - x]; // transverse
-    case 8: return [H - 1 - y, x]; // displayed = stored rotated 90° counter-clockwise
-    default: throw new Error(`orientation ${o}`);
+    case 1:
+      return [x, y];
+    case 2:
+      return [W - 1 - x, y]; // mirror horizontal
+    case 3:
+      return [W - 1 - x, H - 1 - y]; // rotate 180
+    case 4:
+      return [x, H - 1 - y]; // mirror vertical
+    case 5:
+      return [y, x]; // transpose
+    case 6:
+      return [y, W - 1 - x]; // displayed = stored rotated 90° clockwise
+    case 7:
+      return [H - 1 - y, W - 1 - x]; // transverse
+    case 8:
+      return [H - 1 - y, x]; // displayed = stored rotated 90° counter-clockwise
+    default:
+      throw new Error(`orientation ${o}`);
   }
 }
 
@@ -178,7 +187,10 @@ async function orientedJpeg(o: number): Promise<Buffer> {
       raw.set(upright(x, y), (sy * sw + sx) * 3);
     }
   }
-  return sharp(raw, { raw: { width: sw, height: sh, channels: 3 } }).jpeg({ quality: 95 }).withMetadata({ orientation: o }).toBuffer();
+  return sharp(raw, { raw: { width: sw, height: sh, channels: 3 } })
+    .jpeg({ quality: 95 })
+    .withMetadata({ orientation: o })
+    .toBuffer();
 }
 
 /** meanColour of a w x h block at (x, y) of a decoded RGB image. */
@@ -235,7 +247,7 @@ describe("bad-input corpus: malformed requests", () => {
     ["an empty body", ""],
     ["a JSON array", '[{"image":"AAAA"}]'],
     ["a JSON array nested 10,000 deep", "[".repeat(10_000) + "]".repeat(10_000)],
-    ["image nested 10,000 deep in arrays", '{"image":' + "[".repeat(10_000) + "]".repeat(10_000) + "}"],
+    ["image nested 10,000 deep in arrays", `{"image":${"[".repeat(10_000)}${"]".repeat(10_000)}}`],
     ["image as a number", '{"image": 42}'],
     ["image as an object", '{"image": {"base64": "AAAA"}}'],
     ["truncated JSON", '{"image": "/9j/'],
@@ -254,7 +266,7 @@ describe("bad-input corpus: malformed requests", () => {
   });
 
   it("answers 400 invalid_base64 for base64 with invalid characters", async () => {
-    const { res, json } = await analyze(b64(jpeg).slice(0, 40) + "*&%$" + b64(jpeg).slice(40));
+    const { res, json } = await analyze(`${b64(jpeg).slice(0, 40)}*&%$${b64(jpeg).slice(40)}`);
     await expectRefused(res, json, 400, "invalid_base64");
   });
 
@@ -264,7 +276,7 @@ describe("bad-input corpus: malformed requests", () => {
   });
 
   it("answers 401 invalid_api_key for a key in uppercase hex, charging nobody", async () => {
-    const upper = "palm_live_" + key.slice("palm_live_".length).toUpperCase();
+    const upper = `palm_live_${key.slice("palm_live_".length).toUpperCase()}`;
     const { res, json } = await postAnalyze(srv.url, { image: b64(jpeg) }, { "x-api-key": upper });
     await expectRefused(res, json, 401, "invalid_api_key", false);
     expect(res.headers.get("x-monthly-quota-remaining")).toBeNull();
@@ -341,13 +353,28 @@ describe("bad-input corpus: files that are not a usable JPEG or PNG", () => {
       Buffer.from("mif1heic", "ascii"),
       Buffer.alloc(200, 7),
     ]);
-  const svg = () => Buffer.from('<?xml version="1.0"?><svg xmlns="http://www.w3.org/2000/svg" width="200" height="200"><rect width="200" height="200" fill="#c96"/></svg>');
+  const svg = () =>
+    Buffer.from(
+      '<?xml version="1.0"?><svg xmlns="http://www.w3.org/2000/svg" width="200" height="200"><rect width="200" height="200" fill="#c96"/></svg>',
+    );
   const pdf = () => Buffer.from("%PDF-1.4\n1 0 obj << /Type /Catalog /Pages 2 0 R >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF\n");
   const text = () => Buffer.from("This is palm.jpg, but really a text file.\n".repeat(20));
 
   it.each([
-    ["a GIF", () => sharp({ create: { width: 120, height: 120, channels: 3, background: "#c96" } }).gif().toBuffer()],
-    ["a WebP", () => sharp({ create: { width: 120, height: 120, channels: 3, background: "#c96" } }).webp().toBuffer()],
+    [
+      "a GIF",
+      () =>
+        sharp({ create: { width: 120, height: 120, channels: 3, background: "#c96" } })
+          .gif()
+          .toBuffer(),
+    ],
+    [
+      "a WebP",
+      () =>
+        sharp({ create: { width: 120, height: 120, channels: 3, background: "#c96" } })
+          .webp()
+          .toBuffer(),
+    ],
     ["a HEIC (ftypheic box)", async () => heic()],
     ["an SVG", async () => svg()],
     ["a PDF", async () => pdf()],
@@ -372,10 +399,22 @@ describe("bad-input corpus: files that are not a usable JPEG or PNG", () => {
     ["a decompression bomb: a tiny PNG declaring 60,000 x 60,000 pixels", async () => headerOnlyPng(60_000, 60_000)],
     ["a tiny PNG declaring 7,000 x 7,000 (49 MP, sides within limits)", async () => headerOnlyPng(7_000, 7_000)],
     ["a JPEG whose SOF declares 60,000 x 60,000", async () => withJpegSize(jpeg, 60_000, 60_000)],
-    ["a 1x1 PNG", () => sharp({ create: { width: 1, height: 1, channels: 3, background: "#c96" } }).png().toBuffer()],
+    [
+      "a 1x1 PNG",
+      () =>
+        sharp({ create: { width: 1, height: 1, channels: 3, background: "#c96" } })
+          .png()
+          .toBuffer(),
+    ],
     ["a 63x63 JPEG", () => makeImage(63, 63, "jpeg")],
     ["a 64x63 PNG", () => makeImage(64, 63, "png")],
-    ["a 10,001-pixel-wide PNG", () => sharp({ create: { width: 10_001, height: 64, channels: 3, background: "#c96" } }).png().toBuffer()],
+    [
+      "a 10,001-pixel-wide PNG",
+      () =>
+        sharp({ create: { width: 10_001, height: 64, channels: 3, background: "#c96" } })
+          .png()
+          .toBuffer(),
+    ],
   ])("answers 400 image_dimensions_out_of_range for %s", async (_, make) => {
     const file = await make();
     const started = Date.now();

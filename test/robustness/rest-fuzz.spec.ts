@@ -51,7 +51,11 @@ interface Outcome {
 async function send(body: Uint8Array | string, contentType: string | undefined): Promise<Outcome> {
   const headers: Record<string, string> = { "x-api-key": key };
   if (contentType !== undefined) headers["content-type"] = contentType;
-  const res = await fetch(`${srv.url}/v1/palm/analyze`, { method: "POST", headers, body: typeof body === "string" ? body : Buffer.from(body) });
+  const res = await fetch(`${srv.url}/v1/palm/analyze`, {
+    method: "POST",
+    headers,
+    body: typeof body === "string" ? body : Buffer.from(body),
+  });
   const text = await res.text();
   let json: any;
   try {
@@ -127,23 +131,23 @@ describe("REST decoding under fuzzing", () => {
 
   it("never answers 500 to arbitrary JSON documents", async () => {
     await fc.assert(
-      fc.asyncProperty(fc.jsonValue({ maxDepth: 6 }), fc.constantFrom("application/json", "application/json; charset=utf-8"), async (doc, ct) => {
-        expectSpecOutcome(await send(JSON.stringify(doc) ?? "null", ct));
-      }),
+      fc.asyncProperty(
+        fc.jsonValue({ maxDepth: 6 }),
+        fc.constantFrom("application/json", "application/json; charset=utf-8"),
+        async (doc, ct) => {
+          expectSpecOutcome(await send(JSON.stringify(doc) ?? "null", ct));
+        },
+      ),
       { numRuns: 150 },
     );
   });
 
   it("never answers 500 to JSON objects with arbitrary image values and extra fields", async () => {
     await fc.assert(
-      fc.asyncProperty(
-        imageValues,
-        fc.dictionary(printable(12), fc.jsonValue({ maxDepth: 2 }), { maxKeys: 3 }),
-        async (image, extra) => {
-          const out = await send(JSON.stringify({ ...extra, image }), "application/json");
-          expectSpecOutcome(out);
-        },
-      ),
+      fc.asyncProperty(imageValues, fc.dictionary(printable(12), fc.jsonValue({ maxDepth: 2 }), { maxKeys: 3 }), async (image, extra) => {
+        const out = await send(JSON.stringify({ ...extra, image }), "application/json");
+        expectSpecOutcome(out);
+      }),
       { numRuns: 200 },
     );
   });

@@ -1,5 +1,13 @@
 import { describe, expect, expectTypeOf, it } from "vitest";
-import { CONFIG_SCHEMA, ConfigError, DEFAULT_PLAN_LIMITS, loadConfig, unknownVariables, type Config, type RedisNode } from "../../src/config.js";
+import {
+  CONFIG_SCHEMA,
+  ConfigError,
+  DEFAULT_PLAN_LIMITS,
+  loadConfig,
+  unknownVariables,
+  type Config,
+  type RedisNode,
+} from "../../src/config.js";
 
 describe("loadConfig()", () => {
   it("returns frozen defaults for an empty environment", () => {
@@ -26,7 +34,11 @@ describe("loadConfig()", () => {
   });
 
   it("treats a blank value as unset and trims the others", () => {
-    expect(loadConfig({ PORT: "  ", PALM_REDIS_PREFIX: " x: ", PALM_WORKERS: " 3 " })).toMatchObject({ port: 8080, redisKeyPrefix: "x:", workers: 3 });
+    expect(loadConfig({ PORT: "  ", PALM_REDIS_PREFIX: " x: ", PALM_WORKERS: " 3 " })).toMatchObject({
+      port: 8080,
+      redisKeyPrefix: "x:",
+      workers: 3,
+    });
   });
 
   it("reads every variable", () => {

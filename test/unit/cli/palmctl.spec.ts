@@ -84,6 +84,7 @@ describe("runPalmctl()", () => {
       expect(h.err[0]).toMatch(/--client (must be|needs a value)/);
     }
     expect(await h.store.listKeys("acme:keys")).toEqual([]);
-    for (const id of ["acme", "a", "acme-corp.eu_1", "0", "x".repeat(64)]) expect(await h.run("keys", "create", "--client", id), id).toBe(0);
+    for (const id of ["acme", "a", "acme-corp.eu_1", "0", "x".repeat(64)])
+      expect(await h.run("keys", "create", "--client", id), id).toBe(0);
   });
 });

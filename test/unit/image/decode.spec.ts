@@ -61,7 +61,10 @@ describe("decodeImage()", () => {
   });
 
   it("decodes a CMYK JPEG to RGB", async () => {
-    const cmyk = await sharp(upright, { raw: { width: W, height: H, channels: 3 } }).toColourspace("cmyk").jpeg().toBuffer();
+    const cmyk = await sharp(upright, { raw: { width: W, height: H, channels: 3 } })
+      .toColourspace("cmyk")
+      .jpeg()
+      .toBuffer();
     expect((await sharp(cmyk).metadata()).space).toBe("cmyk");
     const img = await decodeImage(cmyk);
     expect(img.channels).toBe(3);
@@ -69,7 +72,10 @@ describe("decodeImage()", () => {
   });
 
   it("decodes a greyscale JPEG to 3 equal channels", async () => {
-    const grey = await sharp(upright, { raw: { width: W, height: H, channels: 3 } }).greyscale().jpeg().toBuffer();
+    const grey = await sharp(upright, { raw: { width: W, height: H, channels: 3 } })
+      .greyscale()
+      .jpeg()
+      .toBuffer();
     const img = await decodeImage(grey);
     expect(img.channels).toBe(3);
     const [r, g, b] = pixel(img, W - 10, H - 10);
@@ -78,7 +84,10 @@ describe("decodeImage()", () => {
   });
 
   it("decodes a 16-bit PNG to 8 bits", async () => {
-    const png16 = await sharp(upright, { raw: { width: W, height: H, channels: 3 } }).toColourspace("rgb16").png().toBuffer();
+    const png16 = await sharp(upright, { raw: { width: W, height: H, channels: 3 } })
+      .toColourspace("rgb16")
+      .png()
+      .toBuffer();
     expect((await sharp(png16).metadata()).depth).toBe("ushort");
     const img = await decodeImage(png16);
     expect(img.data.length).toBe(W * H * 3);
@@ -134,8 +143,12 @@ describe("decodeImage()", () => {
   });
 
   it("rejects an empty file, GIF, WebP, SVG, PDF and text as unsupported_image_format", async () => {
-    const gif = await sharp({ create: { width: 80, height: 80, channels: 3, background: "#888" } }).gif().toBuffer();
-    const webp = await sharp({ create: { width: 80, height: 80, channels: 3, background: "#888" } }).webp().toBuffer();
+    const gif = await sharp({ create: { width: 80, height: 80, channels: 3, background: "#888" } })
+      .gif()
+      .toBuffer();
+    const webp = await sharp({ create: { width: 80, height: 80, channels: 3, background: "#888" } })
+      .webp()
+      .toBuffer();
     for (const bytes of [
       new Uint8Array(0),
       gif,

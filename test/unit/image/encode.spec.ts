@@ -109,7 +109,11 @@ describe("encodeOverlayJpeg()", () => {
     expect(lg - Math.max(lr, lb)).toBeGreaterThan(80);
     // Semi-transparent: the photo still shows through (pure colours would be 255/0).
     expect(hr).toBeLessThan(250);
-    for (const [x, y] of [[10, 10], [150, 70], [290, 190]]) {
+    for (const [x, y] of [
+      [10, 10],
+      [150, 70],
+      [290, 190],
+    ]) {
       for (const v of at(x, y)) expect(Math.abs(v - 128)).toBeLessThanOrEqual(3);
     }
   });

@@ -25,7 +25,9 @@ export function asymmetricRgb(width: number, height: number): Buffer {
 
 /** jpegOf encodes raw RGB as JPEG. */
 export function jpegOf(raw: Buffer, width: number, height: number, options: import("sharp").JpegOptions = {}): Promise<Buffer> {
-  return sharp(raw, { raw: { width, height, channels: 3 } }).jpeg({ quality: 95, ...options }).toBuffer();
+  return sharp(raw, { raw: { width, height, channels: 3 } })
+    .jpeg({ quality: 95, ...options })
+    .toBuffer();
 }
 
 /** pngOf encodes raw pixels as PNG. */
@@ -35,7 +37,9 @@ export function pngOf(raw: Buffer, width: number, height: number, channels: 1 | 
 
 /** solidJpeg is a plain grey JPEG of the given size. */
 export function solidJpeg(width: number, height: number): Promise<Buffer> {
-  return sharp({ create: { width, height, channels: 3, background: { r: 128, g: 128, b: 128 } } }).jpeg().toBuffer();
+  return sharp({ create: { width, height, channels: 3, background: { r: 128, g: 128, b: 128 } } })
+    .jpeg()
+    .toBuffer();
 }
 
 /**
@@ -49,12 +53,7 @@ export function pngBomb(width: number, height: number): Buffer {
   ihdr[8] = 8;
   ihdr[9] = 0;
   const idat = deflateSync(Buffer.alloc(4 * (width + 1)));
-  return Buffer.concat([
-    PNG_SIGNATURE,
-    pngChunk("IHDR", ihdr),
-    pngChunk("IDAT", idat),
-    pngChunk("IEND", new Uint8Array(0)),
-  ]);
+  return Buffer.concat([PNG_SIGNATURE, pngChunk("IHDR", ihdr), pngChunk("IDAT", idat), pngChunk("IEND", new Uint8Array(0))]);
 }
 
 /** corruptPngCrc flips the CRC of the first IDAT chunk of a PNG. */

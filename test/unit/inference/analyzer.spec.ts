@@ -179,10 +179,24 @@ describe("Analyzer.analyze()", () => {
   });
 
   it.each([
-    ["a GIF", () => sharp({ create: { width: 80, height: 80, channels: 3, background: "#888" } }).gif().toBuffer(), "unsupported_image_format"],
+    [
+      "a GIF",
+      () =>
+        sharp({ create: { width: 80, height: 80, channels: 3, background: "#888" } })
+          .gif()
+          .toBuffer(),
+      "unsupported_image_format",
+    ],
     ["a text file", async () => Buffer.from("hello"), "unsupported_image_format"],
     ["a truncated JPEG", async () => fixtureImage("crop-0").subarray(0, 5000), "invalid_image"],
-    ["a 63 x 63 JPEG", () => sharp({ create: { width: 63, height: 63, channels: 3, background: "#888" } }).jpeg().toBuffer(), "image_dimensions_out_of_range"],
+    [
+      "a 63 x 63 JPEG",
+      () =>
+        sharp({ create: { width: 63, height: 63, channels: 3, background: "#888" } })
+          .jpeg()
+          .toBuffer(),
+      "image_dimensions_out_of_range",
+    ],
     ["a file over 5 MiB", async () => Buffer.concat([fixtureImage("crop-0"), Buffer.alloc(5 * 1024 * 1024)]), "image_too_large"],
   ] as const)("rejects %s with its typed ImageError code", async (_, make, code) => {
     const err = await analyzer.analyze(await make()).catch((e: unknown) => e);

@@ -31,7 +31,10 @@ const BITS: Record<LineName | "palm", number> = { palm: 1, heart: 2, head: 4, li
 
 /** trueMask returns a fixture's true mask of one channel as 0/1 bytes, with its size. */
 export async function trueMask(name: string, channel: LineName | "palm"): Promise<{ data: Uint8Array; width: number; height: number }> {
-  const { data, info } = await sharp(join(FIXTURES, `${name}.mask.png`)).toColourspace("b-w").raw().toBuffer({ resolveWithObject: true });
+  const { data, info } = await sharp(join(FIXTURES, `${name}.mask.png`))
+    .toColourspace("b-w")
+    .raw()
+    .toBuffer({ resolveWithObject: true });
   const out = new Uint8Array(info.width * info.height);
   for (let i = 0; i < out.length; i++) out[i] = data[i] & BITS[channel] ? 1 : 0;
   return { data: out, width: info.width, height: info.height };
@@ -57,8 +60,17 @@ function near(mask: Uint8Array, w: number, h: number, x: number, y: number, tol:
  * precision = share of predicted pixels within `tol` px of a true pixel, recall = share of true
  * pixels within `tol` px of a predicted one. Both masks are non-zero-is-set, same size.
  */
-export function tolerantF1(pred: Uint8Array, truth: Uint8Array, w: number, h: number, tol: number): { precision: number; recall: number; f1: number } {
-  let p = 0, tp = 0, t = 0, tr = 0;
+export function tolerantF1(
+  pred: Uint8Array,
+  truth: Uint8Array,
+  w: number,
+  h: number,
+  tol: number,
+): { precision: number; recall: number; f1: number } {
+  let p = 0,
+    tp = 0,
+    t = 0,
+    tr = 0;
   for (let y = 0; y < h; y++) {
     for (let x = 0; x < w; x++) {
       const i = y * w + x;

@@ -23,10 +23,16 @@ function stroke(points: [number, number][], r = 1.5): Uint8Array {
 
 describe("thin()", () => {
   it("reduces a 3-pixel-wide bar to a 1-pixel line of about its length", () => {
-    const skel = thin(stroke([[10, 30], [50, 30]]), S);
+    const skel = thin(
+      stroke([
+        [10, 30],
+        [50, 30],
+      ]),
+      S,
+    );
     const rows = new Set<number>();
     let n = 0;
-    for (let i = 0; i < skel.length; i++) if (skel[i]) (n++, rows.add(Math.floor(i / S)));
+    for (let i = 0; i < skel.length; i++) if (skel[i]) n++, rows.add(Math.floor(i / S));
     expect(rows.size).toBe(1);
     expect(n).toBeGreaterThan(35);
   });
@@ -34,7 +40,12 @@ describe("thin()", () => {
 
 describe("linePath()", () => {
   it("traces a curved stroke end to end, simplified, oriented as the line is read", () => {
-    const pts: [number, number][] = [[8, 10], [20, 22], [28, 36], [32, 54]];
+    const pts: [number, number][] = [
+      [8, 10],
+      [20, 22],
+      [28, 36],
+      [32, 54],
+    ];
     const path = linePath(stroke(pts), S, "life");
     expect(path.length).toBeGreaterThanOrEqual(3);
     expect(path.length).toBeLessThanOrEqual(MAX_POLYLINE_POINTS);
@@ -45,8 +56,14 @@ describe("linePath()", () => {
   });
 
   it("joins the pieces of a broken crease into one path, and reads heart and head in opposite directions", () => {
-    const m = stroke([[5, 20], [25, 20]]);
-    const second = stroke([[30, 21], [58, 24]]);
+    const m = stroke([
+      [5, 20],
+      [25, 20],
+    ]);
+    const second = stroke([
+      [30, 21],
+      [58, 24],
+    ]);
     for (let i = 0; i < m.length; i++) m[i] |= second[i];
     const heart = linePath(m, S, "heart");
     expect(heart[0][0]).toBeLessThan(8);

@@ -52,8 +52,7 @@ function stripMetadata(bytes: Uint8Array): Uint8Array {
     else if (wt === 2) {
       const len = read();
       pos += len;
-    }
-    else if (wt === 1) pos += 8;
+    } else if (wt === 1) pos += 8;
     else if (wt === 5) pos += 4;
     if (tag >>> 3 !== 14) parts.push(bytes.subarray(start, pos));
   }

@@ -133,7 +133,8 @@ async function upscaledTruth(name: string, factor: number) {
     w = m.width * factor;
     h = m.height * factor;
     const up = new Uint8Array(w * h);
-    for (let y = 0; y < h; y++) for (let x = 0; x < w; x++) up[y * w + x] = m.data[Math.floor(y / factor) * m.width + Math.floor(x / factor)];
+    for (let y = 0; y < h; y++)
+      for (let x = 0; x < w; x++) up[y * w + x] = m.data[Math.floor(y / factor) * m.width + Math.floor(x / factor)];
     t[c] = up;
   }
   return { truth: t, w, h };
@@ -149,37 +150,42 @@ describe("analyzeImage()", () => {
     ["scene-0", 4, {}], // 1024 x 1024: the frame is shrunk to the model, masks are mapped 4x back
     ["crop-0", 1, { turn: 30 }],
     ["crop-0", 2, { turn: -120, mirrored: true }],
-  ] as [string, number, Partial<Pose>][])("maps the model's view of %s (x%i, %j) back onto the image: an oracle model's lines overlap the truth (F1 >= 0.9 within 1 px at 256)", async (name, factor, extra) => {
-    const { truth, w, h } = await upscaledTruth(name, factor);
-    const bytes = factor === 1 ? fixtureImage(name) : await sharp(fixtureImage(name)).resize(w, h, { kernel: "nearest" }).jpeg().toBuffer();
-    const pose = whole(w, h, extra);
-    const { result, timings } = await analyzeImage(bytes, engine(oracle(truth, w, h, pose), fakeHands(pose, w)));
-    expect([result.width, result.height]).toEqual([w, h]);
-    expect(result.model).toBe("oracle-0.0.0");
-    expect(result.reason).toBe("");
-    expect(result.hand?.handedness).toBe(extra.mirrored ? "left" : "right");
-    expect(result.hand?.landmarks).toHaveLength(21);
-    expect(timings.total).toBeGreaterThan(0);
-    for (const line of LINE_NAMES) {
-      const pred = await decodeMask(result.masks[line]);
-      const f1 = tolerantF1(pred.data, truth[line], w, h, factor).f1;
-      expect(f1, line).toBeGreaterThanOrEqual(0.9);
-      // Stats of a detected line agree with its mask (SPEC.md section 3).
-      const on = pred.data.reduce((n, v) => n + (v === 255 ? 1 : 0), 0);
-      expect(result.stats[line]).toMatchObject({ pixels: on, coverage: Math.round((10_000 * on) / (w * h)) / 100, detected: true });
-      expect(on).toBeGreaterThan(0);
-      expect(result.stats[line].confidence).toBeGreaterThan(0.5); // every mask pixel is above the 0.5 threshold
-      expect(result.stats[line].confidence).toBeLessThanOrEqual(1);
-      // The polyline runs along the true line: every point within 3 px (at 256) of it, and its
-      // length agrees with the points.
-      const { polyline, length } = result.stats[line];
-      expect(polyline.length, line).toBeGreaterThanOrEqual(2);
-      for (const [x, y] of polyline) expect(nearest(truth[line], w, h, x, y), `${line} (${x}, ${y})`).toBeLessThanOrEqual(3 * factor);
-      let sum = 0;
-      for (let i = 1; i < polyline.length; i++) sum += Math.hypot(polyline[i][0] - polyline[i - 1][0], polyline[i][1] - polyline[i - 1][1]);
-      expect(length).toBeCloseTo(sum / result.hand!.palmWidth, 2);
-    }
-  });
+  ] as [string, number, Partial<Pose>][])(
+    "maps the model's view of %s (x%i, %j) back onto the image: an oracle model's lines overlap the truth (F1 >= 0.9 within 1 px at 256)",
+    async (name, factor, extra) => {
+      const { truth, w, h } = await upscaledTruth(name, factor);
+      const bytes =
+        factor === 1 ? fixtureImage(name) : await sharp(fixtureImage(name)).resize(w, h, { kernel: "nearest" }).jpeg().toBuffer();
+      const pose = whole(w, h, extra);
+      const { result, timings } = await analyzeImage(bytes, engine(oracle(truth, w, h, pose), fakeHands(pose, w)));
+      expect([result.width, result.height]).toEqual([w, h]);
+      expect(result.model).toBe("oracle-0.0.0");
+      expect(result.reason).toBe("");
+      expect(result.hand?.handedness).toBe(extra.mirrored ? "left" : "right");
+      expect(result.hand?.landmarks).toHaveLength(21);
+      expect(timings.total).toBeGreaterThan(0);
+      for (const line of LINE_NAMES) {
+        const pred = await decodeMask(result.masks[line]);
+        const f1 = tolerantF1(pred.data, truth[line], w, h, factor).f1;
+        expect(f1, line).toBeGreaterThanOrEqual(0.9);
+        // Stats of a detected line agree with its mask (SPEC.md section 3).
+        const on = pred.data.reduce((n, v) => n + (v === 255 ? 1 : 0), 0);
+        expect(result.stats[line]).toMatchObject({ pixels: on, coverage: Math.round((10_000 * on) / (w * h)) / 100, detected: true });
+        expect(on).toBeGreaterThan(0);
+        expect(result.stats[line].confidence).toBeGreaterThan(0.5); // every mask pixel is above the 0.5 threshold
+        expect(result.stats[line].confidence).toBeLessThanOrEqual(1);
+        // The polyline runs along the true line: every point within 3 px (at 256) of it, and its
+        // length agrees with the points.
+        const { polyline, length } = result.stats[line];
+        expect(polyline.length, line).toBeGreaterThanOrEqual(2);
+        for (const [x, y] of polyline) expect(nearest(truth[line], w, h, x, y), `${line} (${x}, ${y})`).toBeLessThanOrEqual(3 * factor);
+        let sum = 0;
+        for (let i = 1; i < polyline.length; i++)
+          sum += Math.hypot(polyline[i][0] - polyline[i - 1][0], polyline[i][1] - polyline[i - 1][1]);
+        expect(length).toBeCloseTo(sum / result.hand!.palmWidth, 2);
+      }
+    },
+  );
 
   it("reports no hand and runs no line model when no hand is found", async () => {
     const { truth, w, h } = await upscaledTruth("crop-0", 1);
@@ -188,7 +194,8 @@ describe("analyzeImage()", () => {
     expect(result.reason).toBe("no_hand");
     expect(result.hand).toBeUndefined();
     expect(model.calls).toBe(0);
-    for (const line of LINE_NAMES) expect(result.stats[line]).toEqual({ pixels: 0, confidence: 0, coverage: 0, detected: false, polyline: [], length: 0 });
+    for (const line of LINE_NAMES)
+      expect(result.stats[line]).toEqual({ pixels: 0, confidence: 0, coverage: 0, detected: false, polyline: [], length: 0 });
   });
 
   it("refuses the back of a hand (handedness against the knuckles' chirality), mirrored or not", async () => {
@@ -235,8 +242,13 @@ describe("analyzeImage()", () => {
     expect(lone.result.stats.heart).toEqual({ pixels: 0, confidence: 0, coverage: 0, detected: false, polyline: [], length: 0 });
     expect((await decodeMask(lone.result.masks.heart)).data.every((v) => v === 0)).toBe(true);
     // The default (one line) reports the same lone line: the rule alone removed it.
-    expect(detectedOf(await analyzeImage(bytes, engine(oracle(truth, w, h, pose, { lines: ["heart"] }), fakeHands(pose, w))))).toEqual(["heart"]);
-    const pair = await analyzeImage(bytes, engine(oracle(truth, w, h, pose, { metadata: two, lines: ["heart", "life"] }), fakeHands(pose, w)));
+    expect(detectedOf(await analyzeImage(bytes, engine(oracle(truth, w, h, pose, { lines: ["heart"] }), fakeHands(pose, w))))).toEqual([
+      "heart",
+    ]);
+    const pair = await analyzeImage(
+      bytes,
+      engine(oracle(truth, w, h, pose, { metadata: two, lines: ["heart", "life"] }), fakeHands(pose, w)),
+    );
     expect(detectedOf(pair)).toEqual(["heart", "life"]);
   });
 
@@ -244,7 +256,8 @@ describe("analyzeImage()", () => {
     const blank: PipelineModel = { metadata: META, run: async () => new Float32Array(4 * S * S) };
     const bytes = fixtureImage("crop-1");
     const { result } = await analyzeImage(bytes, engine(blank, fakeHands(whole(256, 256), 256)));
-    for (const line of LINE_NAMES) expect(result.stats[line]).toEqual({ pixels: 0, confidence: 0, coverage: 0, detected: false, polyline: [], length: 0 });
+    for (const line of LINE_NAMES)
+      expect(result.stats[line]).toEqual({ pixels: 0, confidence: 0, coverage: 0, detected: false, polyline: [], length: 0 });
     expect(result.reason).toBe("lines_unclear");
     const a = await sharp(result.overlay).raw().toBuffer();
     const b = await sharp(bytes).raw().toBuffer();

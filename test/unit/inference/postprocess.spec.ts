@@ -28,7 +28,12 @@ describe("labelComponents()", () => {
 describe("growLine()", () => {
   it("follows a line through its faint stretch, not into a separate faint crease or off the palm", () => {
     // A line at 0.9 (x 5..20), faint at 0.3 (x 20..45), then a separate faint crease (x 50..60).
-    const prob = map([[5, 30, 20, 32, 0.9], [20, 30, 45, 32, 0.3], [50, 30, 60, 32, 0.3], [20, 10, 30, 12, 0.3]]);
+    const prob = map([
+      [5, 30, 20, 32, 0.9],
+      [20, 30, 45, 32, 0.3],
+      [50, 30, 60, 32, 0.3],
+      [20, 10, 30, 12, 0.3],
+    ]);
     const kept = new Uint8Array(S * S);
     for (let i = 0; i < kept.length; i++) kept[i] = prob[i] > 0.5 ? 1 : 0;
     const at = (m: Uint8Array, x: number, y: number) => m[y * S + x];
@@ -104,7 +109,7 @@ describe("renderFrameMask()", () => {
     const rows = new Set<number>();
     const cols = new Set<number>();
     const bytes = maskToBytes(m, 1);
-    for (let y = 0; y < 1500; y++) for (let x = 0; x < 2000; x++) if (bytes[y * 2000 + x]) (rows.add(y), cols.add(x));
+    for (let y = 0; y < 1500; y++) for (let x = 0; x < 2000; x++) if (bytes[y * 2000 + x]) rows.add(y), cols.add(x);
     expect(Math.min(...rows)).toBeGreaterThanOrEqual(500 + 2 * 20 - 1);
     expect(Math.max(...rows)).toBeLessThanOrEqual(500 + 2 * 23);
     expect(Math.min(...cols)).toBeGreaterThanOrEqual(1000 + 2 * 10 - 1);
@@ -117,7 +122,16 @@ describe("renderFrameMask()", () => {
 
   it.each([
     ["an axis-aligned crop", squareFrame({ x: -37, y: 20, side: 333 })],
-    ["a turned, mirrored palm frame", { centre: [150, 140], ex: [-Math.cos(0.6), -Math.sin(0.6)], ey: [-Math.sin(0.6), Math.cos(0.6)], side: 280, mirrored: true } as PalmFrame],
+    [
+      "a turned, mirrored palm frame",
+      {
+        centre: [150, 140],
+        ex: [-Math.cos(0.6), -Math.sin(0.6)],
+        ey: [-Math.sin(0.6), Math.cos(0.6)],
+        side: 280,
+        mirrored: true,
+      } as PalmFrame,
+    ],
   ])("equals a naive bilinear upsampling of the kept line through %s, pixel for pixel", (_, frame) => {
     // A smooth diagonal ridge plus a separate blob that is not kept.
     const prob = new Float32Array(S * S);
@@ -125,7 +139,8 @@ describe("renderFrameMask()", () => {
     for (let v = 50; v < 56; v++) for (let u = 5; u < 11; u++) prob[v * S + u] = 0.9;
     const kept = new Uint8Array(S * S);
     // Keep the ridge (a whole component, as selectLine keeps), not the blob.
-    for (let v = 0; v < S; v++) for (let u = 0; u < S; u++) if (prob[v * S + u] > 0.5 && !(v >= 50 && v < 56 && u >= 5 && u < 11)) kept[v * S + u] = 1;
+    for (let v = 0; v < S; v++)
+      for (let u = 0; u < S; u++) if (prob[v * S + u] > 0.5 && !(v >= 50 && v < 56 && u >= 5 && u < 11)) kept[v * S + u] = 1;
     const W = 300;
     const H = 260;
     const m = renderFrameMask(prob, kept, S, 0.5, frame, W, H);

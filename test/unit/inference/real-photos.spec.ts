@@ -36,7 +36,11 @@ function inside(p: Point, poly: Point[]): boolean {
 describe.skipIf(!HAVE_REAL)("Analyzer.analyze() on real palm photos", () => {
   let analyzer: EngineAnalyzer;
   const ann = HAVE_REAL
-    ? (JSON.parse(readFileSync(join(REAL_DIR, "annotations.json"), "utf8")).images as { file: string; width: number; palm_polygon: Point[] }[])
+    ? (JSON.parse(readFileSync(join(REAL_DIR, "annotations.json"), "utf8")).images as {
+        file: string;
+        width: number;
+        palm_polygon: Point[];
+      }[])
     : [];
   beforeAll(async () => {
     analyzer = await createAnalyzer({ workers: 1 });
@@ -45,30 +49,36 @@ describe.skipIf(!HAVE_REAL)("Analyzer.analyze() on real palm photos", () => {
     await analyzer?.close();
   });
 
-  it.each(PHOTOS)("names $file a $hand hand, and the mirrored photo the other hand, with the palm's landmarks and lines", async ({ file, hand }) => {
-    const a = ann.find((x) => x.file === file)!;
-    const bytes = readFileSync(join(REAL_DIR, file));
-    const mirrored = await sharp(bytes).rotate().flop().jpeg({ quality: 95 }).toBuffer();
-    const [r, m] = [await analyzer.analyze(bytes), await analyzer.analyze(mirrored)];
-    expect(r.hand?.handedness).toBe(hand);
-    expect(m.hand?.handedness).toBe(hand === "left" ? "right" : "left");
-    for (const [result, flip] of [[r, false], [m, true]] as const) {
-      expect(result.reason).toBe("");
-      expect(result.hand!.landmarks).toHaveLength(21);
-      // The wrist-side and knuckle landmarks the palm frame is built from lie on the annotated palm
-      // (its outline widened by 15%: the wrist landmark sits on the palm's edge).
-      const centre = a.palm_polygon.reduce((s, p) => [s[0] + p[0] / a.palm_polygon.length, s[1] + p[1] / a.palm_polygon.length], [0, 0]);
-      const wide = a.palm_polygon.map(([x, y]): Point => [centre[0] + (x - centre[0]) * 1.15, centre[1] + (y - centre[1]) * 1.15]);
-      for (const k of [0, 5, 9, 13, 17]) {
-        const [x, y] = result.hand!.landmarks[k];
-        expect(inside([flip ? a.width - x : x, y], wide), `${file}${flip ? " mirrored" : ""} landmark ${k}`).toBe(true);
+  it.each(PHOTOS)(
+    "names $file a $hand hand, and the mirrored photo the other hand, with the palm's landmarks and lines",
+    async ({ file, hand }) => {
+      const a = ann.find((x) => x.file === file)!;
+      const bytes = readFileSync(join(REAL_DIR, file));
+      const mirrored = await sharp(bytes).rotate().flop().jpeg({ quality: 95 }).toBuffer();
+      const [r, m] = [await analyzer.analyze(bytes), await analyzer.analyze(mirrored)];
+      expect(r.hand?.handedness).toBe(hand);
+      expect(m.hand?.handedness).toBe(hand === "left" ? "right" : "left");
+      for (const [result, flip] of [
+        [r, false],
+        [m, true],
+      ] as const) {
+        expect(result.reason).toBe("");
+        expect(result.hand!.landmarks).toHaveLength(21);
+        // The wrist-side and knuckle landmarks the palm frame is built from lie on the annotated palm
+        // (its outline widened by 15%: the wrist landmark sits on the palm's edge).
+        const centre = a.palm_polygon.reduce((s, p) => [s[0] + p[0] / a.palm_polygon.length, s[1] + p[1] / a.palm_polygon.length], [0, 0]);
+        const wide = a.palm_polygon.map(([x, y]): Point => [centre[0] + (x - centre[0]) * 1.15, centre[1] + (y - centre[1]) * 1.15]);
+        for (const k of [0, 5, 9, 13, 17]) {
+          const [x, y] = result.hand!.landmarks[k];
+          expect(inside([flip ? a.width - x : x, y], wide), `${file}${flip ? " mirrored" : ""} landmark ${k}`).toBe(true);
+        }
+        const found = LINE_NAMES.filter((l) => result.stats[l].detected);
+        expect(found.length).toBeGreaterThanOrEqual(2);
+        for (const l of found) {
+          expect(result.stats[l].polyline.length).toBeGreaterThanOrEqual(2);
+          expect(result.stats[l].length).toBeGreaterThan(0.2);
+        }
       }
-      const found = LINE_NAMES.filter((l) => result.stats[l].detected);
-      expect(found.length).toBeGreaterThanOrEqual(2);
-      for (const l of found) {
-        expect(result.stats[l].polyline.length).toBeGreaterThanOrEqual(2);
-        expect(result.stats[l].length).toBeGreaterThan(0.2);
-      }
-    }
-  });
+    },
+  );
 });

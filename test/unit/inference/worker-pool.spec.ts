@@ -9,7 +9,8 @@ import { fixtureImage } from "./fixtures.js";
 const WORKER_DATA = { modelPath: DEFAULT_MODEL_PATH, intraOpNumThreads: 1, sharpConcurrency: 0, pipeline: {} };
 
 /** A worker that dies during start-up, as one that cannot load its model would. */
-const failingWorker = (): ChildProcess => spawn(process.execPath, ["-e", "process.exit(3)"], { stdio: ["ignore", "ignore", "ignore", "ipc"] });
+const failingWorker = (): ChildProcess =>
+  spawn(process.execPath, ["-e", "process.exit(3)"], { stdio: ["ignore", "ignore", "ignore", "ipc"] });
 
 const waitFor = async (check: () => boolean, timeoutMs = 30_000) => {
   const until = Date.now() + timeoutMs;

@@ -34,7 +34,10 @@ describe("ssdAnchors()", () => {
 
 describe("decodePalmDetections()", () => {
   it("decodes boxes and keypoints relative to the anchor in input pixels, sigmoid scores, threshold", () => {
-    const anchors = [{ x: 0.25, y: 0.5 }, { x: 0.75, y: 0.5 }];
+    const anchors = [
+      { x: 0.25, y: 0.5 },
+      { x: 0.75, y: 0.5 },
+    ];
     const boxes = new Float32Array(36);
     boxes.set([19.2, -9.6, 48, 96, 0, 19.2], 0);
     const scores = Float32Array.of(2, -2);
@@ -92,7 +95,12 @@ describe("rotations and rects", () => {
   });
 
   it("rectFromPoints bounds points in the rotated frame", () => {
-    const pts: Point[] = [[0, 0], [10, 0], [10, 20], [0, 20]].map(([x, y]) => [x * Math.cos(deg(30)) - y * Math.sin(deg(30)) + 50, x * Math.sin(deg(30)) + y * Math.cos(deg(30)) + 60]);
+    const pts: Point[] = [
+      [0, 0],
+      [10, 0],
+      [10, 20],
+      [0, 20],
+    ].map(([x, y]) => [x * Math.cos(deg(30)) - y * Math.sin(deg(30)) + 50, x * Math.sin(deg(30)) + y * Math.cos(deg(30)) + 60]);
     const r = rectFromPoints(pts, deg(30));
     expect(r.width).toBeCloseTo(10, 9);
     expect(r.height).toBeCloseTo(20, 9);
@@ -102,12 +110,20 @@ describe("rotations and rects", () => {
   });
 
   it("handRectFromPalm and handRectFromLandmarks turn with the hand", () => {
-    const palm = handRectFromPalm({ cx: 100, cy: 100, w: 50, h: 50 }, [[100, 125], [0, 0], [100, 75]]);
+    const palm = handRectFromPalm({ cx: 100, cy: 100, w: 50, h: 50 }, [
+      [100, 125],
+      [0, 0],
+      [100, 75],
+    ]);
     expect(palm.rotation).toBeCloseTo(0, 9);
     expect(palm.cy).toBeCloseTo(75, 9);
     expect(palm.width).toBeCloseTo(130, 9);
     // The same hand pointing right (turned 90 degrees clockwise about (100, 100)).
-    const right = handRectFromPalm({ cx: 100, cy: 100, w: 50, h: 50 }, [[75, 100], [0, 0], [125, 100]]);
+    const right = handRectFromPalm({ cx: 100, cy: 100, w: 50, h: 50 }, [
+      [75, 100],
+      [0, 0],
+      [125, 100],
+    ]);
     expect(right.rotation).toBeCloseTo(deg(90), 9);
     expect(right.cx).toBeCloseTo(125, 9);
     expect(right.cy).toBeCloseTo(100, 9);

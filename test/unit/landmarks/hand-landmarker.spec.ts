@@ -2,7 +2,13 @@ import { existsSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import sharp, { type Sharp } from "sharp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createHandLandmarker, facing, palmChirality, type HandDetection, type HandLandmarker } from "../../../src/landmarks/hand-landmarker.js";
+import {
+  createHandLandmarker,
+  facing,
+  palmChirality,
+  type HandDetection,
+  type HandLandmarker,
+} from "../../../src/landmarks/hand-landmarker.js";
 
 /** The shared real photos: read in place, never copied into the repository. */
 const REAL_DIR = resolve(import.meta.dirname, "../../../../shared/real-palms");

@@ -54,7 +54,11 @@ describe("palmFrame()", () => {
 
   it("maps model pixels to the image and back", () => {
     const f = palmFrame(turn90(mirror(uprightRightPalm(), 1000), 1200));
-    for (const [u, v] of [[0, 0], [255, 0], [17.5, 200.25]] as Point[]) {
+    for (const [u, v] of [
+      [0, 0],
+      [255, 0],
+      [17.5, 200.25],
+    ] as Point[]) {
       const [x, y] = frameToImage(f, 256, u, v);
       const back = imageToFrame(f, 256, x, y);
       expect(back[0]).toBeCloseTo(u, 9);

@@ -28,10 +28,21 @@ describe("readTflite()", () => {
   it("reads the full palm detector: one NHWC 192x192 input, boxes [1,2016,18] and scores [1,2016,1], and its operator set", () => {
     const m = readTflite(sources.palmDetectionFull);
     expect(m.inputs.map((i) => m.tensors[i].shape)).toEqual([[1, 192, 192, 3]]);
-    expect(m.outputs.map((i) => m.tensors[i].shape)).toEqual([[1, 2016, 18], [1, 2016, 1]]);
+    expect(m.outputs.map((i) => m.tensors[i].shape)).toEqual([
+      [1, 2016, 18],
+      [1, 2016, 1],
+    ]);
     expect(opCounts(sources.palmDetectionFull)).toEqual({
-      DEQUANTIZE: 133, CONV_2D: 35, PRELU: 31, DEPTHWISE_CONV_2D: 28, ADD: 30, MAX_POOL_2D: 4, PAD: 3,
-      RESIZE_BILINEAR: 2, RESHAPE: 4, CONCATENATION: 2,
+      DEQUANTIZE: 133,
+      CONV_2D: 35,
+      PRELU: 31,
+      DEPTHWISE_CONV_2D: 28,
+      ADD: 30,
+      MAX_POOL_2D: 4,
+      PAD: 3,
+      RESIZE_BILINEAR: 2,
+      RESHAPE: 4,
+      CONCATENATION: 2,
     });
     const firstConv = m.operators.find((o) => o.op === "CONV_2D")!;
     expect(m.tensors[firstConv.inputs[0]].shape).toEqual([1, 192, 192, 3]);
@@ -47,9 +58,20 @@ describe("readTflite()", () => {
   it("reads the full landmark model: 224x224 input; landmarks, presence, handedness, world landmarks", () => {
     const m = readTflite(sources.handLandmarkFull);
     expect(m.inputs.map((i) => m.tensors[i].shape)).toEqual([[1, 224, 224, 3]]);
-    expect(m.outputs.map((i) => m.tensors[i].shape)).toEqual([[1, 63], [1, 1], [1, 1], [1, 63]]);
+    expect(m.outputs.map((i) => m.tensors[i].shape)).toEqual([
+      [1, 63],
+      [1, 1],
+      [1, 1],
+      [1, 63],
+    ]);
     expect(opCounts(sources.handLandmarkFull)).toEqual({
-      DEQUANTIZE: 102, CONV_2D: 31, DEPTHWISE_CONV_2D: 16, ADD: 9, MEAN: 1, FULLY_CONNECTED: 4, LOGISTIC: 2,
+      DEQUANTIZE: 102,
+      CONV_2D: 31,
+      DEPTHWISE_CONV_2D: 16,
+      ADD: 9,
+      MEAN: 1,
+      FULLY_CONNECTED: 4,
+      LOGISTIC: 2,
     });
     // Presence and handedness end in a sigmoid inside the model: they are probabilities.
     for (const out of m.outputs.slice(1, 3)) {

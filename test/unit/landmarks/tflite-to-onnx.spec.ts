@@ -58,7 +58,8 @@ function model(s: Spec): TfliteModel {
 async function run(m: TfliteModel, input: Float32Array): Promise<{ data: Float32Array; dims: readonly number[] }> {
   const [n, h, w, c] = m.tensors[0].shape;
   const nchw = new Float32Array(input.length);
-  for (let y = 0; y < h; y++) for (let x = 0; x < w; x++) for (let k = 0; k < c; k++) nchw[(k * h + y) * w + x] = input[(y * w + x) * c + k];
+  for (let y = 0; y < h; y++)
+    for (let x = 0; x < w; x++) for (let k = 0; k < c; k++) nchw[(k * h + y) * w + x] = input[(y * w + x) * c + k];
   const session = await ort.InferenceSession.create(convertTfliteToOnnx(m, { outputNames: ["out"] }));
   const out = (await session.run({ input: new ort.Tensor("float32", nchw, [n, c, h, w]) })).out;
   await session.release();
@@ -71,8 +72,14 @@ function seq(n: number, f: (i: number) => number): Float32Array {
 
 /** convRef is TFLite's CONV_2D / DEPTHWISE_CONV_2D (multiplier 1) in NHWC with SAME or VALID padding. */
 function convRef(
-  x: Float32Array, [h, w, c]: number[], wt: Float32Array, [o, kh, kw]: number[], bias: Float32Array,
-  stride: number, same: boolean, depthwise: boolean,
+  x: Float32Array,
+  [h, w, c]: number[],
+  wt: Float32Array,
+  [o, kh, kw]: number[],
+  bias: Float32Array,
+  stride: number,
+  same: boolean,
+  depthwise: boolean,
 ): { data: Float32Array; shape: number[] } {
   const oh = same ? Math.ceil(h / stride) : Math.floor((h - kh) / stride) + 1;
   const ow = same ? Math.ceil(w / stride) : Math.floor((w - kw) / stride) + 1;
@@ -123,16 +130,27 @@ describe("convertTfliteToOnnx() against reference kernels", () => {
         { shape: [3, 3, 3, 2], data: Array.from(wt), type: "FLOAT16" },
         { shape: [3], data: Array.from(bias) },
       ],
-      tensors: [[3, 3, 3, 2], [1, 3, 3, 3]],
+      tensors: [
+        [3, 3, 3, 2],
+        [1, 3, 3, 3],
+      ],
       ops: [
         { op: "DEQUANTIZE", inputs: [1], outputs: [3] },
-        { op: "CONV_2D", inputs: [0, 3, 2], outputs: [4], options: { padding: 0, strideW: 2, strideH: 2, activation: 3, dilationW: 1, dilationH: 1 } },
+        {
+          op: "CONV_2D",
+          inputs: [0, 3, 2],
+          outputs: [4],
+          options: { padding: 0, strideW: 2, strideH: 2, activation: 3, dilationW: 1, dilationH: 1 },
+        },
       ],
       outputs: [4],
     });
     const out = await run(m, x);
     expect(out.dims).toEqual([1, 3, 3, 3]); // rank-4 outputs come back NHWC
-    expectClose(out.data, ref.data.map((v) => Math.min(6, Math.max(0, v))));
+    expectClose(
+      out.data,
+      ref.data.map((v) => Math.min(6, Math.max(0, v))),
+    );
   });
 
   it("DEPTHWISE_CONV_2D with PRELU, then a RESHAPE that flattens in NHWC order", async () => {
@@ -150,9 +168,18 @@ describe("convertTfliteToOnnx() against reference kernels", () => {
         { shape: [1, 1, 3], data: alpha },
         { shape: [3], data: [1, 48, 1], type: "INT32" },
       ],
-      tensors: [[1, 4, 4, 3], [1, 4, 4, 3], [1, 48, 1]],
+      tensors: [
+        [1, 4, 4, 3],
+        [1, 4, 4, 3],
+        [1, 48, 1],
+      ],
       ops: [
-        { op: "DEPTHWISE_CONV_2D", inputs: [0, 1, 2], outputs: [5], options: { padding: 0, strideW: 1, strideH: 1, depthMultiplier: 1, activation: 0 } },
+        {
+          op: "DEPTHWISE_CONV_2D",
+          inputs: [0, 1, 2],
+          outputs: [5],
+          options: { padding: 0, strideW: 1, strideH: 1, depthMultiplier: 1, activation: 0 },
+        },
         { op: "PRELU", inputs: [5, 3], outputs: [6] },
         { op: "RESHAPE", inputs: [6, 4], outputs: [7] },
       ],
@@ -171,10 +198,21 @@ describe("convertTfliteToOnnx() against reference kernels", () => {
         { shape: [4, 2], data: [0, 0, 0, 0, 0, 0, 0, 1], type: "INT32" },
         { shape: [2], data: [4, 4], type: "INT32" },
       ],
-      tensors: [[1, 4, 4, 2], [1, 2, 2, 2], [1, 2, 2, 2], [1, 4, 4, 2], [1, 4, 4, 4]],
+      tensors: [
+        [1, 4, 4, 2],
+        [1, 2, 2, 2],
+        [1, 2, 2, 2],
+        [1, 4, 4, 2],
+        [1, 4, 4, 4],
+      ],
       ops: [
         { op: "PAD", inputs: [0, 1], outputs: [3] },
-        { op: "MAX_POOL_2D", inputs: [3], outputs: [4], options: { padding: 1, strideW: 2, strideH: 2, filterW: 2, filterH: 2, activation: 0 } },
+        {
+          op: "MAX_POOL_2D",
+          inputs: [3],
+          outputs: [4],
+          options: { padding: 1, strideW: 2, strideH: 2, filterW: 2, filterH: 2, activation: 0 },
+        },
         { op: "ADD", inputs: [4, 4], outputs: [5], options: { activation: 0 } },
         { op: "RESIZE_BILINEAR", inputs: [5, 2], outputs: [6], options: { alignCorners: false, halfPixelCenters: true } },
         { op: "CONCATENATION", inputs: [6, 3], outputs: [7], options: { axis: 3, activation: 0 } },
@@ -211,7 +249,11 @@ describe("convertTfliteToOnnx() against reference kernels", () => {
         { shape: [2, 3], data: w },
         { shape: [2], data: [0.1, -0.2] },
       ],
-      tensors: [[1, 3], [1, 2], [1, 2]],
+      tensors: [
+        [1, 3],
+        [1, 2],
+        [1, 2],
+      ],
       ops: [
         { op: "MEAN", inputs: [0, 1], outputs: [4], options: { keepDims: false } },
         { op: "FULLY_CONNECTED", inputs: [4, 2, 3], outputs: [5], options: { activation: 0, keepNumDims: false } },
@@ -227,7 +269,13 @@ describe("convertTfliteToOnnx() against reference kernels", () => {
   });
 
   it("refuses an operator it does not translate", () => {
-    const m = model({ input: [1, 2, 2, 1], consts: [], tensors: [[1, 2, 2, 1]], ops: [{ op: "SOFTMAX", inputs: [0], outputs: [1] }], outputs: [1] });
+    const m = model({
+      input: [1, 2, 2, 1],
+      consts: [],
+      tensors: [[1, 2, 2, 1]],
+      ops: [{ op: "SOFTMAX", inputs: [0], outputs: [1] }],
+      outputs: [1],
+    });
     expect(() => convertTfliteToOnnx(m)).toThrow(ConversionError);
   });
 });

@@ -68,33 +68,36 @@ describe("OS tuning of the analysis workers", () => {
 
   const cpus = cpusAllowed().slice(0, 2);
   // Linux with taskset and 2 CPUs (CI's machine): skipped only where pinning cannot happen at all.
-  it.skipIf(!(canPin && cpus.length === 2))("gives each worker a CPU of its own while all CPUs are busy, and frees them after", async () => {
-    tuning = startOsTuning(true, { cpus, unpinDelayMs: 100 });
-    pool = await createWorkerPool({ size: 2, workerData: WORKER_DATA, observer: tuning.workers });
-    const [a, b] = pool.pids();
-    const allowed = (pid: number) => cpusAllowed(pid).join(",");
-    expect([allowed(a), allowed(b)]).toEqual([cpus.join(","), cpus.join(",")]);
+  it.skipIf(!(canPin && cpus.length === 2))(
+    "gives each worker a CPU of its own while all CPUs are busy, and frees them after",
+    async () => {
+      tuning = startOsTuning(true, { cpus, unpinDelayMs: 100 });
+      pool = await createWorkerPool({ size: 2, workerData: WORKER_DATA, observer: tuning.workers });
+      const [a, b] = pool.pids();
+      const allowed = (pid: number) => cpusAllowed(pid).join(",");
+      expect([allowed(a), allowed(b)]).toEqual([cpus.join(","), cpus.join(",")]);
 
-    // one job alone: the worker keeps every CPU
-    const photo = await makeImage(4032, 3024, "jpeg");
-    await pool.run(photo);
-    expect([allowed(a), allowed(b)]).toEqual([cpus.join(","), cpus.join(",")]);
+      // one job alone: the worker keeps every CPU
+      const photo = await makeImage(4032, 3024, "jpeg");
+      await pool.run(photo);
+      expect([allowed(a), allowed(b)]).toEqual([cpus.join(","), cpus.join(",")]);
 
-    // two at once: one CPU each, while they run
-    const seen = new Set<string>();
-    const jobs = Promise.all([pool.run(photo), pool.run(photo)]);
-    let done = false;
-    void jobs.finally(() => (done = true));
-    while (!done) {
-      seen.add(`${allowed(a)}|${allowed(b)}`);
-      await new Promise((r) => setTimeout(r, 10));
-    }
-    await jobs;
-    expect(seen).toContain(`${cpus[0]}|${cpus[1]}`);
+      // two at once: one CPU each, while they run
+      const seen = new Set<string>();
+      const jobs = Promise.all([pool.run(photo), pool.run(photo)]);
+      let done = false;
+      void jobs.finally(() => (done = true));
+      while (!done) {
+        seen.add(`${allowed(a)}|${allowed(b)}`);
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      await jobs;
+      expect(seen).toContain(`${cpus[0]}|${cpus[1]}`);
 
-    // and every CPU again once the pool is no longer full
-    await waitFor(() => allowed(a) === cpus.join(",") && allowed(b) === cpus.join(","), 5000);
-  });
+      // and every CPU again once the pool is no longer full
+      await waitFor(() => allowed(a) === cpus.join(",") && allowed(b) === cpus.join(","), 5000);
+    },
+  );
 });
 
 describe("CPU pinning policy", () => {

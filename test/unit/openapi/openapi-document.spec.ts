@@ -46,19 +46,24 @@ describe("gen/openapi/openapi.json", () => {
     }
   });
 
-  it.each(routes.map((r) => [r.httpMethod, r.path, r] as const))("has the REST route %s %s with its RPC's schemas", (method, path, route) => {
-    const op = doc.paths[path]?.[method.toLowerCase()];
-    expect(op).toBeDefined();
-    expect(op["x-rpc"]).toBe(`/${route.method.parent.typeName}/${route.method.name}`);
-    expect(op.responses["200"].content["application/json"].schema).toEqual({ $ref: `#/components/schemas/${route.method.output.typeName}` });
-    if (route.body === "*") {
-      expect(op.requestBody.content["application/json"].schema).toEqual({ $ref: `#/components/schemas/${route.method.input.typeName}` });
-    } else {
-      expect(op.requestBody).toBeUndefined();
-    }
-    const isPublic = PUBLIC_METHODS.some((m) => m === route.method);
-    expect(op.security).toEqual(isPublic ? [] : [{ ApiKey: [] }]);
-  });
+  it.each(routes.map((r) => [r.httpMethod, r.path, r] as const))(
+    "has the REST route %s %s with its RPC's schemas",
+    (method, path, route) => {
+      const op = doc.paths[path]?.[method.toLowerCase()];
+      expect(op).toBeDefined();
+      expect(op["x-rpc"]).toBe(`/${route.method.parent.typeName}/${route.method.name}`);
+      expect(op.responses["200"].content["application/json"].schema).toEqual({
+        $ref: `#/components/schemas/${route.method.output.typeName}`,
+      });
+      if (route.body === "*") {
+        expect(op.requestBody.content["application/json"].schema).toEqual({ $ref: `#/components/schemas/${route.method.input.typeName}` });
+      } else {
+        expect(op.requestBody).toBeUndefined();
+      }
+      const isPublic = PUBLIC_METHODS.some((m) => m === route.method);
+      expect(op.security).toEqual(isPublic ? [] : [{ ApiKey: [] }]);
+    },
+  );
 
   it("lists no path the server does not route", () => {
     const served = new Set(routes.map((r) => `${r.httpMethod.toLowerCase()} ${r.path}`));

@@ -57,7 +57,13 @@ describe("REST codec", () => {
     expect([bad.code, reasonOf(bad)]).toEqual([Code.InvalidArgument, "invalid_base64"]);
     expect(bad.findDetails(BadRequestSchema)[0]?.fieldViolations[0]?.field).toBe("image");
 
-    const notJson = await catchError(codec.decode(AnalyzeRequestSchema, "*", Buffer.concat([body({ image: "aGk=" }), Buffer.alloc(image.byteLength, 0x20), Buffer.from("}")])));
+    const notJson = await catchError(
+      codec.decode(
+        AnalyzeRequestSchema,
+        "*",
+        Buffer.concat([body({ image: "aGk=" }), Buffer.alloc(image.byteLength, 0x20), Buffer.from("}")]),
+      ),
+    );
     expect(reasonOf(notJson)).toBe("invalid_json");
     const array = await catchError(codec.decode(AnalyzeRequestSchema, "*", body([image.toString("base64")])));
     expect(reasonOf(array)).toBe("invalid_json");
@@ -84,7 +90,9 @@ describe("REST codec", () => {
     expect(Buffer.from((await pending).image).equals(image)).toBe(true);
     expect(Buffer.from(await encoding).equals(encodeRestBody(AnalyzeResponseSchema, response(image)))).toBe(true);
     // an input error is still the input's error after the fallback
-    expect(reasonOf(await catchError(codec.decode(AnalyzeRequestSchema, "*", body({ image: "*".repeat(image.byteLength) }))))).toBe("invalid_base64");
+    expect(reasonOf(await catchError(codec.decode(AnalyzeRequestSchema, "*", body({ image: "*".repeat(image.byteLength) }))))).toBe(
+      "invalid_base64",
+    );
     const again = await codec.decode(AnalyzeRequestSchema, "*", bytes);
     expect(Buffer.from(again.image).equals(image)).toBe(true);
     expect(started).toHaveLength(2);

@@ -13,7 +13,10 @@ describe("responseToJson()", () => {
       created: 1763800000n,
       results: {
         masks: {},
-        stats: { heart: { pixels: 5120n, confidence: 0.5, coverage: 0.42, detected: true, polyline: [{ x: 1.5, y: 2 }], length: 0.8 }, head: {} },
+        stats: {
+          heart: { pixels: 5120n, confidence: 0.5, coverage: 0.42, detected: true, polyline: [{ x: 1.5, y: 2 }], length: 0.8 },
+          head: {},
+        },
         hand: { handedness: "right", landmarks: [{ x: 3, y: 4.5 }], palmWidth: 120.5 },
       },
       usage: { requestsUsed: 17n, requestsLimit: 1000n, plan: "starter", resetsAt: 1764547200n },
@@ -21,7 +24,14 @@ describe("responseToJson()", () => {
     const json = responseToJson(AnalyzeResponseSchema, msg) as any;
     expect(json.created).toBe(1763800000);
     expect(json.usage).toEqual({ requests_used: 17, requests_limit: 1000, plan: "starter", resets_at: 1764547200 });
-    expect(json.results.stats.heart).toEqual({ pixels: 5120, confidence: 0.5, coverage: 0.42, detected: true, polyline: [{ x: 1.5, y: 2 }], length: 0.8 });
+    expect(json.results.stats.heart).toEqual({
+      pixels: 5120,
+      confidence: 0.5,
+      coverage: 0.42,
+      detected: true,
+      polyline: [{ x: 1.5, y: 2 }],
+      length: 0.8,
+    });
     expect(json.results.stats.head).toEqual({ pixels: 0, confidence: 0, coverage: 0, detected: false, polyline: [], length: 0 });
     expect(json.results.hand).toEqual({ handedness: "right", landmarks: [{ x: 3, y: 4.5 }], palm_width: 120.5 });
     expect(json.results.reason).toBe("");

@@ -17,10 +17,9 @@ function setup(analyze: () => never | Promise<never>) {
     },
   });
   const logger = createLogger({ level: "info", destination: sink });
-  const transport = createRouterTransport(
-    (router) => router.service(PalmService, { analyze, health: () => ({ status: "ok" }) }),
-    { router: { interceptors: [createRequestInterceptor({ logger })] } },
-  );
+  const transport = createRouterTransport((router) => router.service(PalmService, { analyze, health: () => ({ status: "ok" }) }), {
+    router: { interceptors: [createRequestInterceptor({ logger })] },
+  });
   return { client: createClient(PalmService, transport), lines };
 }
 

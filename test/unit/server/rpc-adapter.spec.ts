@@ -53,7 +53,9 @@ describe("limitRequestBody()", () => {
     const read = { n: 0 };
     // chunks: first message, the big one's 5-byte header, then its payload in 10 chunks
     const sizes = [15, 5, ...Array(10).fill(10)];
-    await expect(drain(limitRequestBody(source(chunked(body, sizes), read), true, 100, () => new TooLarge()))).rejects.toBeInstanceOf(TooLarge);
+    await expect(drain(limitRequestBody(source(chunked(body, sizes), read), true, 100, () => new TooLarge()))).rejects.toBeInstanceOf(
+      TooLarge,
+    );
     expect(read.n).toBe(2);
   });
 
@@ -62,7 +64,9 @@ describe("limitRequestBody()", () => {
     const ok = new Uint8Array(100);
     expect(await drain(limitRequestBody(source(chunked(ok, [40, 40]), read), false, 100, () => new TooLarge()))).toBe(100);
     const big = new Uint8Array(101);
-    await expect(drain(limitRequestBody(source(chunked(big, [50, 50]), read), false, 100, () => new TooLarge()))).rejects.toBeInstanceOf(TooLarge);
+    await expect(drain(limitRequestBody(source(chunked(big, [50, 50]), read), false, 100, () => new TooLarge()))).rejects.toBeInstanceOf(
+      TooLarge,
+    );
   });
 
   it("knows which content types are enveloped", () => {
