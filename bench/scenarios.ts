@@ -526,7 +526,7 @@ const ENGINE_AB: Scenario = {
     "Both checkouts' `analyzeImage()` in the bench process (one onnxruntime thread per session, sharp's cache off), on " +
     "the same bytes, 10 rounds (3 with --quick) after an untimed warm-up, alternating which runs first. Measured: the " +
     "median of the per-round ratios this / a (issue 18 held the hands-first engine to ≤ 1.15x against 3d254ae: 1.104x, " +
-    "docs/decisions/2026-11-24-hands-first-engine-cost.md).",
+    "docs/decisions/hands-first-engine-cost.md).",
   async run(ctx) {
     if (!ctx.otherCheckout) throw new Error("engine-ab needs --a DIR (another checkout with node_modules)");
     await ctx.stopServer();
@@ -554,7 +554,7 @@ const UPLOAD_WINDOW: Scenario = {
   how:
     "A grpc-js client uploads 3.6 MB to each server in turn (15 calls each, 5 with --quick, after one that opens the " +
     "connection), directly and behind a TCP proxy holding each chunk 0, 2 and 5 ms each way. Measured: default / ours " +
-    "median upload time at a 10 ms round trip (docs/decisions/2026-11-23-http2-windows-8mib.md).",
+    "median upload time at a 10 ms round trip (docs/decisions/http2-windows-8mib.md).",
   async run(ctx) {
     const { variants, rows } = await uploadWindows(q(ctx, 15, 5));
     const link = (r: (typeof rows)[number]) => (r.oneWayMs === undefined ? "loopback" : `${2 * r.oneWayMs} ms RTT`);
@@ -601,7 +601,7 @@ export const SCENARIOS: readonly Scenario[] = [
     "health-ab-codec",
     { PALM_REST_CODEC_THREADS: "0" },
     "REST",
-    "REST JSON and base64 on the event loop (A) against the codec worker threads (B), under REST load (docs/decisions/2026-11-22-rest-codec-threads.md).",
+    "REST JSON and base64 on the event loop (A) against the codec worker threads (B), under REST load (docs/decisions/rest-codec-threads.md).",
   ),
   healthAb("health-ab", undefined, undefined, "Any two sides (--a/--a-env against --b/--b-env, --protocol gRPC|REST)."),
   AB_THROUGHPUT,

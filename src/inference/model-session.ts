@@ -74,7 +74,7 @@ export async function createModelSession(options: ModelSessionOptions = {}): Pro
       executionMode: "sequential",
       graphOptimizationLevel: "all",
       // Activation memory: one allocation per activation, reused from glibc's heap, instead of
-      // a fresh 34 MB block mapped and faulted in at every run (docs/decisions/2026-11-23-onnxruntime-no-mem-pattern.md).
+      // a fresh 34 MB block mapped and faulted in at every run (docs/decisions/onnxruntime-no-mem-pattern.md).
       enableCpuMemArena: false,
       enableMemPattern: false,
       // Several sessions share the cores: idle intra-op threads must sleep, not spin.

@@ -1,8 +1,8 @@
 /**
  * The REST codec: request bodies to messages and response messages to JSON bytes. Small bodies
  * are handled inline; large ones (a 12 MP photo is a 4-5 MB JSON body, its answer a few MB of
- * base64) go to worker threads, so that their ~100 ms of JSON and base64 work per request never
- * blocks the event loop that health checks and other requests need (bench/RESULTS.md).
+ * base64) go to worker threads, so that their JSON and base64 work never blocks the event loop
+ * that health checks and other requests need (docs/decisions/rest-codec-threads.md).
  *
  * Workers start on first use and are unref'd (they never keep the process alive). A job whose
  * worker dies (or fails for any reason but the input's) is redone inline, so a client never

@@ -95,7 +95,7 @@ function extractBytes(desc: DescMessage, json: JsonObject, path: DescField[], se
 /** responseToJson writes a response message as SPEC.md JSON (snake_case, numbers, defaults). */
 export function responseToJson<Desc extends DescMessage>(desc: Desc, msg: MessageShape<Desc>): JsonValue {
   // protobuf-es base64-encodes bytes one character at a time on Node 20 (no
-  // Uint8Array.prototype.toBase64): 760 ms of main-thread time for a 12 MP overlay (bench/RESULTS.md).
+  // Uint8Array.prototype.toBase64; docs/decisions/rest-base64-with-buffer.md).
   // Singular bytes fields are taken out, encoded with Buffer, and put back.
   const taken: TakenBytes[] = [];
   takeBytes(desc, msg as unknown as Record<string, unknown>, [], taken);

@@ -44,8 +44,8 @@ export interface PalmServerOptions {
   now?: () => Date;
   /**
    * HTTP/2 receive windows in bytes. Default {@link H2_STREAM_WINDOW} per stream and
-   * {@link H2_CONNECTION_WINDOW} per connection (bench/upload-latency.mts compares them with
-   * HTTP/2's 65,535).
+   * {@link H2_CONNECTION_WINDOW} per connection (`npm run bench -- --scenario upload-window`
+   * compares them with HTTP/2's 65,535).
    */
   h2Windows?: { stream: number; connection: number };
   /** The development key, pre-filled on the demo page (in-memory store only). Default: none. */
@@ -71,14 +71,11 @@ export interface PalmServer {
 const H2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 
 /**
- * HTTP/2 receive windows. HTTP/2's default is 64 KiB per stream and per connection, so a client
- * may have at most 64 KiB in flight before the server's WINDOW_UPDATE comes back: a 3.6 MB photo
- * then needs about 60 round trips to upload, most of a second across a 10 ms link (measured in
- * bench/RESULTS.md, "HTTP/2 receive windows"). A stream, like its connection, may send 8 MiB (the
- * body limit) ahead, so one photo goes up without waiting for a window update: a 1 MiB stream
- * window took 73 ms against 26 ms for a 3.6 MB upload across a 4 ms round trip (2026-11-23). What
- * a connection's streams may buffer together stays bounded by the connection window. Bodies are
- * read as they arrive, and a request is still refused past MAX_BODY_BYTES.
+ * HTTP/2 receive windows: a stream, like its connection, may send 8 MiB (the body limit) ahead,
+ * so one photo goes up without waiting for a window update (HTTP/2's 64 KiB default costs a
+ * round trip per 64 KiB; docs/decisions/http2-windows-8mib.md). What a connection's streams may
+ * buffer together stays bounded by the connection window; a request is still refused past
+ * MAX_BODY_BYTES.
  */
 export const H2_STREAM_WINDOW = MAX_BODY_BYTES;
 export const H2_CONNECTION_WINDOW = MAX_BODY_BYTES;
@@ -111,8 +108,8 @@ export function createPalmServer(options: PalmServerOptions): PalmServer {
     // service (test/integration/protocols.spec.ts).
     maxBodyBytes: MAX_BODY_BYTES,
     readMaxBytes: MAX_BODY_BYTES,
-    // Responses are mostly JPEG and PNG, already compressed: gzip cost a 12 MP gRPC answer
-    // 120 ms of CPU to save 2.6% (bench/RESULTS.md), so responses are never compressed.
+    // Responses are mostly JPEG and PNG, already compressed: never compressed
+    // (docs/decisions/no-response-compression.md).
     compressMinBytes: Number.MAX_SAFE_INTEGER,
     shutdownSignal: shutdownController.signal,
   });
