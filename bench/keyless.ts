@@ -76,7 +76,15 @@ export function keylessCall(session: http2.ClientHttp2Session, protocol: RpcProt
     req.on("error", () => {
       if (Number.isNaN(firstByte)) outcome = "reset";
     });
-    req.on("close", () => resolve({ firstByte, total: performance.now() - t0, outcome }));
+    // A call the server never ends must not stall the whole bench: after 10 s it counts as such.
+    const stall = setTimeout(() => {
+      outcome = "no end within 10 s";
+      req.close(http2.constants.NGHTTP2_CANCEL);
+    }, 10_000);
+    req.on("close", () => {
+      clearTimeout(stall);
+      resolve({ firstByte, total: performance.now() - t0, outcome });
+    });
     req.resume();
     req.end(bodies()[protocol]);
   });
