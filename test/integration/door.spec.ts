@@ -6,7 +6,6 @@
  */
 import http from "node:http";
 import http2 from "node:http2";
-import { PassThrough } from "node:stream";
 import { findTrailerError } from "@connectrpc/connect/protocol-grpc";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
@@ -16,10 +15,10 @@ import { createRedisStore, type RedisStore } from "../../src/auth/redis-store.js
 import { createTestConfig } from "../helpers/config.js";
 import { ERRORS, type Reason } from "../../src/errors.js";
 import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
-import { createLogger } from "../../src/log.js";
 import { createPalmServer, type PalmServer } from "../../src/server/server.js";
 import { createTestAnalyzer } from "../helpers/analyzer.js";
 import { registerKey } from "../helpers/keys.js";
+import { capturingLogger } from "../helpers/logs.js";
 import { startRedis, uniquePrefix, type RedisProcess } from "../helpers/redis.js";
 
 const ANALYZE = "/palm.v1.PalmService/Analyze";
@@ -46,16 +45,12 @@ beforeEach(async () => {
   await store.ready(5000);
   key = await registerKey(store, "acme", "free");
   lines = [];
-  const logs = new PassThrough();
-  logs.on("data", (d: Buffer) => {
-    for (const l of d.toString().split("\n")) if (l) lines.push(JSON.parse(l));
-  });
   server = createPalmServer({
     analyzer,
     store,
     // A body deadline far beyond the bound below: only a refusal from the headers can answer in time.
     config: createTestConfig({ port: 0, host: "127.0.0.1", bodyTimeoutMs: 60_000 }),
-    logger: createLogger({ level: "info", destination: logs }),
+    logger: capturingLogger(lines),
   });
   port = await server.listen();
 });

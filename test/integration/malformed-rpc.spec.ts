@@ -4,7 +4,6 @@
  * (unary and streaming, whose status travels in a message at the end of the body), and logged.
  */
 import http2 from "node:http2";
-import { PassThrough } from "node:stream";
 import { endStreamFromJson } from "@connectrpc/connect/protocol-connect";
 import { findTrailerError } from "@connectrpc/connect/protocol-grpc";
 import { trailerParse } from "@connectrpc/connect/protocol-grpc-web";
@@ -14,10 +13,10 @@ import { createMemoryStore } from "../../src/auth/memory-store.js";
 import { createTestConfig } from "../helpers/config.js";
 import { ERRORS } from "../../src/errors.js";
 import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
-import { createLogger } from "../../src/log.js";
 import { createPalmServer, type PalmServer } from "../../src/server/server.js";
 import { createTestAnalyzer } from "../helpers/analyzer.js";
 import { registerKey } from "../helpers/keys.js";
+import { capturingLogger } from "../helpers/logs.js";
 
 let analyzer: EngineAnalyzer;
 let server: PalmServer;
@@ -28,15 +27,11 @@ beforeAll(async () => {
   analyzer = await createTestAnalyzer();
   const store = createMemoryStore();
   key = await registerKey(store, "acme", "free");
-  const logs = new PassThrough();
-  logs.on("data", (d: Buffer) => {
-    for (const l of d.toString().split("\n")) if (l) lines.push(JSON.parse(l));
-  });
   server = createPalmServer({
     analyzer,
     store,
     config: createTestConfig({ port: 0, host: "127.0.0.1" }),
-    logger: createLogger({ level: "info", destination: logs }),
+    logger: capturingLogger(lines),
   });
   port = await server.listen();
 });

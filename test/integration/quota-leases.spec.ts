@@ -5,17 +5,16 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import net from "node:net";
-import { PassThrough } from "node:stream";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { quotaPeriodOf } from "../../src/auth/quota-period.js";
 import { createRedisStore, type RedisStore } from "../../src/auth/redis-store.js";
 import { createTestConfig } from "../helpers/config.js";
 import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
-import { createLogger } from "../../src/log.js";
 import { createPalmServer } from "../../src/server/server.js";
 import { createTestAnalyzer } from "../helpers/analyzer.js";
 import { makeHandPhoto, makeImage } from "../helpers/images.js";
 import { registerKey } from "../helpers/keys.js";
+import { capturingLogger } from "../helpers/logs.js";
 import { startRedis, uniquePrefix, type RedisProcess } from "../helpers/redis.js";
 import { expectErrorBody, postAnalyze } from "../helpers/rest.js";
 import { startServer } from "../helpers/server.js";
@@ -178,16 +177,12 @@ describe("a REST client that leaves", () => {
   it("is noticed at once when its socket closes while its key is being checked", async () => {
     const store = await openStore();
     const key = await registerKey(store, "acme", "free");
-    const logs = new PassThrough();
     const lines: any[] = [];
-    logs.on("data", (d: Buffer) => {
-      for (const l of d.toString().split("\n")) if (l) lines.push(JSON.parse(l));
-    });
     const server = createPalmServer({
       analyzer,
       store,
       config: createTestConfig({ port: 0, host: "127.0.0.1", planLimits: PLANS, bodyTimeoutMs: 10_000 }),
-      logger: createLogger({ level: "info", destination: logs }),
+      logger: capturingLogger(lines),
     });
     const port = await server.listen();
     cleanups.push(() => server.shutdown(1000));
