@@ -25,12 +25,22 @@ export function webHeaders(req: NodeRequest): Headers {
   return h;
 }
 
-/** protocolOf names an RPC's wire protocol for logs and metrics, from its content type. */
-export function protocolOf(header: Headers): string {
-  const ct = header.get("content-type") ?? "";
+/** WireProtocol is how a request's answer must be written. */
+export type WireProtocol = "grpc" | "grpc-web" | "connect" | "connect-stream" | "rest";
+
+/** rpcWireProtocolOf tells an RPC request's wire protocol from its content type. */
+export function rpcWireProtocolOf(contentType: string): Exclude<WireProtocol, "rest"> {
+  const ct = contentType.toLowerCase();
   if (ct.startsWith("application/grpc-web")) return "grpc-web";
   if (ct.startsWith("application/grpc")) return "grpc";
+  if (ct.startsWith("application/connect+")) return "connect-stream";
   return "connect";
+}
+
+/** protocolOf names an RPC's wire protocol for logs and metrics (Connect unary and streaming alike "connect"). */
+export function protocolOf(header: Headers): string {
+  const protocol = rpcWireProtocolOf(header.get("content-type") ?? "");
+  return protocol === "connect-stream" ? "connect" : protocol;
 }
 
 /** errorPayload is SPEC.md's JSON error body, as bytes. */

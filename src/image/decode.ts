@@ -5,7 +5,7 @@
 import sharp from "sharp";
 import type { Metadata, OutputInfo } from "sharp";
 import { MAX_IMAGE_BYTES } from "../api/limits.js";
-import { ImageError } from "./image-error.js";
+import { ImageError } from "../api/engine-errors.js";
 
 /** ImageFormat is one of the two accepted input formats. */
 export type ImageFormat = "jpeg" | "png";

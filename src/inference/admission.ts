@@ -4,7 +4,7 @@
  * with a retry hint from the recent mean duration, so that overload is refused instead of growing
  * memory or timing everyone out (test/unit/inference/analyzer.spec.ts).
  */
-import { OverloadedError } from "../image/image-error.js";
+import { OverloadedError } from "../api/engine-errors.js";
 import type { AnalysisResult, AnalyzeOptions } from "./analyzer-types.js";
 import type { StageTimings } from "./pipeline.js";
 import type { WorkerPool } from "./worker-pool.js";

@@ -7,7 +7,7 @@
  * else with it.
  */
 import type { ChildProcess } from "node:child_process";
-import { ImageError } from "../image/image-error.js";
+import { ImageError } from "../api/engine-errors.js";
 import { siblingModuleUrl } from "../api/worker-thread.js";
 import { spawnWorkerProcess } from "../api/worker-process.js";
 import type { AnalysisResult } from "./analyzer-types.js";

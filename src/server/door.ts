@@ -19,23 +19,19 @@ import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { kPrincipal, kProtocol, kRequestId, type Principal } from "../api/context-keys.js";
 import { httpStatusOf, palmError, reasonOf, toPalmError } from "../errors.js";
 import type { Logger } from "../log.js";
-import { pathOf, webHeaders, type NodeHandlerFn, type NodeRequest, type NodeResponse } from "../api/http.js";
+import {
+  pathOf,
+  rpcWireProtocolOf,
+  webHeaders,
+  type NodeHandlerFn,
+  type NodeRequest,
+  type NodeResponse,
+  type WireProtocol,
+} from "../api/http.js";
 import { restErrorAnswer } from "../rest/rest-handler.js";
 import type { RestRoute, RestTable } from "../rest/rest-routes.js";
 import { newRequestId, REQUEST_ID_HEADER } from "../api/request-id.js";
 import { respond, type Answer } from "./respond.js";
-
-/** WireProtocol is how a request's answer must be written. */
-export type WireProtocol = "grpc" | "grpc-web" | "connect" | "connect-stream" | "rest";
-
-/** rpcWireProtocolOf tells an RPC request's wire protocol from its content type. */
-export function rpcWireProtocolOf(contentType: string): Exclude<WireProtocol, "rest"> {
-  const ct = contentType.toLowerCase();
-  if (ct.startsWith("application/grpc-web")) return "grpc-web";
-  if (ct.startsWith("application/grpc")) return "grpc";
-  if (ct.startsWith("application/connect+")) return "connect-stream";
-  return "connect";
-}
 
 /** DoorCall is what the door hands on with an admitted request. */
 export interface DoorCall {
