@@ -288,7 +288,8 @@ function healthScenario(protocol: Protocol): Scenario {
 
 const KEYLESS_HOW =
   "A message of exactly 8 MiB (the largest the server accepts) with no API key, sent with Node's http2 client, one call " +
-  "after another on one warm connection (3 untimed first), 40 calls (10 with --quick). Measured from the server's side: " +
+  "after another, each on the client's connection or on a new one where the server closed it (3 untimed first), 40 calls " +
+  "(10 with --quick); connection set-up is in the figure. Measured from the server's side: " +
   "the CPU time of its main thread (the event loop) per call, from /proc/<pid>/task/<pid>/schedstat (nanoseconds), less " +
   "the rate the same thread runs at while idle (one second just before). The detail gives all the server's threads " +
   "together per call, the time the client waits for the answer's headers, and the answers seen (grpc-status 16 / HTTP 401: " +
@@ -312,7 +313,7 @@ function keylessScenario(protocol: "gRPC" | "Connect"): Scenario {
         text: `${f(c.eventLoopMs)} ms`,
         detail:
           `event loop ${f(c.eventLoopMs)} ms and all server threads ${f(c.processMs)} ms of CPU per call; client waits p50 ${ms(c.firstByteP50)}, ` +
-          `p99 ${ms(c.firstByteP99)} ms for the answer; answers: ${Object.entries(c.outcomes)
+          `p99 ${ms(c.firstByteP99)} ms for the answer; ${c.connections} connections; answers: ${Object.entries(c.outcomes)
             .map(([k, n]) => `${n} x ${k}`)
             .join(", ")}`,
       };

@@ -57,6 +57,8 @@ export interface DoorOptions {
   publicMethods: readonly DescMethod[];
   /** admit resolves the principal from the headers (key and plan); throws our errors. */
   admit(header: Headers): Promise<Principal>;
+  /** admitted is told of each request admitted with a key, before it goes on. */
+  admitted(req: NodeRequest): void;
   /** The outer interceptors (metrics, request id/log/errors), which refusals pass through too. */
   outer: readonly Interceptor[];
   logger: Logger;
@@ -128,7 +130,10 @@ export function createDoor(options: DoorOptions): NodeHandlerFn {
     } catch (e) {
       refusal = signal.aborted ? palmError("canceled") : e;
     }
-    if (refusal === undefined) return go(call);
+    if (refusal === undefined) {
+      options.admitted(req);
+      return go(call);
+    }
     const err = await call.record(refusal);
     if (!signal.aborted) respond(req, res, answerOf(protocol, err, String(req.headers["content-type"] ?? "")));
   }
@@ -143,9 +148,11 @@ export function createDoor(options: DoorOptions): NodeHandlerFn {
       if (!handler.allowedMethods.includes(req.method ?? "") || !handler.supportedContentType(contentType)) {
         return options.serveRpc(req, res, handler, unadmitted(req, handler.method, res));
       }
-      void enter(req, res, handler.method, rpcWireProtocolOf(contentType), (call) => options.serveRpc(req, res, handler, call)).catch((e) =>
-        fault(req, res, e),
-      );
+      void enter(req, res, handler.method, rpcWireProtocolOf(contentType), (call) => {
+        // "Expect: 100-continue" only once admitted: a refused client never sends its body.
+        if (/100-continue/i.test(String(req.headers.expect ?? ""))) res.writeContinue();
+        options.serveRpc(req, res, handler, call);
+      }).catch((e) => fault(req, res, e));
       return;
     }
     const byMethod = options.rest.get(path);

@@ -16,18 +16,22 @@ import { newRequestId, REQUEST_ID_HEADER } from "../api/request-id.js";
 import type { Config } from "../config.js";
 import { ERRORS } from "../errors.js";
 import type { Logger } from "../log.js";
+import { widenConnectionWindow } from "./respond.js";
 
 const H2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 
 /** HttpFrontOptions configure {@link HttpFront}. */
 export interface HttpFrontOptions {
   config: Pick<Config, "headersTimeoutMs" | "bodyTimeoutMs" | "idleTimeoutMs">;
-  /** HTTP/2 receive windows in bytes, per stream and per connection. */
+  /**
+   * HTTP/2 receive windows in bytes: per stream from the start, per connection once a request
+   * on it is admitted ({@link HttpFront.admitted}).
+   */
   windows: { stream: number; connection: number };
   logger: Logger;
   /** Serves every request, on either protocol. */
   handler: NodeHandlerFn;
-  /** Paths whose "Expect: 100-continue" the handler answers itself (REST, after the key check). */
+  /** Paths whose "Expect: 100-continue" the handler answers itself (the API's, after the key check). */
   answersContinue: (path: string) => boolean;
 }
 
@@ -42,9 +46,11 @@ export class HttpFront {
   #drained: (() => void) | undefined;
   #closing = false;
   #closed: Promise<void> | undefined;
+  readonly #connectionWindow: number;
 
   constructor(options: HttpFrontOptions) {
     const { config, windows } = options;
+    this.#connectionWindow = windows.connection;
     // Slow-client guard for every protocol: the whole request must arrive within this bound.
     const receiveTimeoutMs = config.headersTimeoutMs + config.bodyTimeoutMs + 1000;
     const handle: NodeHandlerFn = (req, res) => this.#track(req, res, receiveTimeoutMs, options.handler);
@@ -72,12 +78,16 @@ export class HttpFront {
     this.#h2.setTimeout(config.idleTimeoutMs);
     this.#h2.on("session", (s: ServerHttp2Session) => {
       this.#sessions.add(s);
-      s.setLocalWindowSize(windows.connection);
       s.once("close", () => this.#sessions.delete(s));
       if (this.#closing) s.close();
     });
     this.#tcp = net.createServer((socket) => this.#sniff(socket, config.headersTimeoutMs));
     this.#tcp.on("error", (err) => options.logger.error({ err }, "server error"));
+  }
+
+  /** admitted widens the HTTP/2 connection window of `req`'s connection (a recognised key came on it). */
+  admitted(req: Parameters<NodeHandlerFn>[0]): void {
+    widenConnectionWindow(req, this.#connectionWindow);
   }
 
   /** The requests whose responses have not closed yet. */

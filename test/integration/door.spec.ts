@@ -285,3 +285,108 @@ describe("a client that leaves at the door", () => {
     expect(await store.usage("acme", quotaPeriodOf())).toBe(0);
   });
 });
+
+/** uploadKeyless sends a whole gRPC message (8 MiB, not an image) on `session`, without a key unless `headers` has one; resolves with its grpc-status (or "reset"). */
+function uploadKeyless(session: http2.ClientHttp2Session, headers: Record<string, string> = {}, bytes = 8 * 1024 * 1024): Promise<string> {
+  const body = Buffer.alloc(bytes + 5);
+  body.writeUInt32BE(bytes, 1);
+  return new Promise((resolve) => {
+    let outcome = "reset";
+    const stream = session.request({ ":method": "POST", ":path": ANALYZE, "content-type": "application/grpc", te: "trailers", ...headers });
+    stream.on("response", (h) => (outcome = String(h["grpc-status"] ?? "none")));
+    stream.on("trailers", (t) => (outcome = String(t["grpc-status"] ?? outcome)));
+    stream.on("error", () => {});
+    stream.on("close", () => resolve(outcome));
+    stream.resume();
+    stream.end(body);
+  });
+}
+
+function openH2(): Promise<http2.ClientHttp2Session> {
+  return new Promise((resolve, reject) => {
+    const session = http2.connect(`http://127.0.0.1:${port}`);
+    session.once("connect", () => resolve(session));
+    session.once("error", reject);
+  });
+}
+
+describe("keyless 8 MiB bodies", () => {
+  it("take the server at most 64 KiB of the upload on a connection that never showed a key, which then gets a GOAWAY; the next call on a new connection is answered the same", async () => {
+    // Before: the connection could send 8 MiB ahead and the server read all of it (about 10 ms of
+    // its event loop per call), and after some calls the connection stalled.
+    for (let i = 0; i < 12; i++) {
+      const session = await openH2();
+      session.on("error", () => {});
+      const goaway = new Promise<void>((r) => session.once("goaway", () => r()));
+      try {
+        expect(await within(uploadKeyless(session), `keyless call ${i} never ended`)).toBe("16");
+        await within(goaway, "no GOAWAY");
+        // What went out on the socket: the headers and the 64 KiB the window allowed, not 8 MiB.
+        expect(session.socket.bytesWritten).toBeLessThan(256 * 1024);
+      } finally {
+        session.destroy();
+      }
+    }
+  });
+
+  it("on a connection that has had a call admitted, a refused upload also ends with a GOAWAY: no stall, and the next call on a new connection is served", async () => {
+    // Before: the refused upload was read on and discarded, and two such calls later the
+    // connection stalled (Node does not credit the connection window for a reset stream's DATA).
+    let session = await openH2();
+    try {
+      session.on("error", () => {});
+      // A keyed call is admitted (its 1 KiB message is no image: invalid_image), which opens the 8 MiB window.
+      const keyed = () => uploadKeyless(session, { "x-api-key": key }, 1024);
+      expect(await within(keyed(), "keyed call never ended")).toBe(String(ERRORS.invalid_image.code));
+      expect(session.closed).toBe(false);
+      for (let i = 0; i < 4; i++) {
+        const goaway = new Promise<void>((r) => session.once("goaway", () => r()));
+        expect(await within(uploadKeyless(session), `keyless call ${i} never ended`)).toBe("16");
+        await within(goaway, "no GOAWAY");
+        session.destroy();
+        session = await openH2();
+        session.on("error", () => {});
+        expect(await within(keyed(), `keyed call ${i} never ended`)).toBe(String(ERRORS.invalid_image.code));
+      }
+    } finally {
+      session.destroy();
+    }
+  });
+});
+
+describe("Expect: 100-continue on the RPC paths", () => {
+  it("Connect over HTTP/1.1: 100 Continue only once the key is admitted, so a refused client never sends its body", async () => {
+    const attempt = (apiKey?: string) =>
+      new Promise<{ status: number; continued: boolean }>((resolve, reject) => {
+        let continued = false;
+        const body = JSON.stringify({ image: Buffer.from("not an image").toString("base64") });
+        const req = http.request({
+          host: "127.0.0.1",
+          port,
+          path: ANALYZE,
+          method: "POST",
+          agent: false,
+          headers: {
+            "content-type": "application/json",
+            "connect-protocol-version": "1",
+            expect: "100-continue",
+            "content-length": Buffer.byteLength(body),
+            ...(apiKey ? { "x-api-key": apiKey } : {}),
+          },
+        });
+        req.on("continue", () => {
+          continued = true;
+          req.end(body);
+        });
+        req.on("response", (res) => {
+          res.resume();
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, continued }));
+          if (!continued) req.destroy();
+        });
+        req.on("error", (e) => (continued ? reject(e) : undefined));
+        req.flushHeaders();
+      });
+    expect(await within(attempt(), "keyless call never answered")).toEqual({ status: 401, continued: false });
+    expect(await within(attempt(key), "keyed call never answered")).toEqual({ status: 400, continued: true });
+  });
+});
