@@ -96,16 +96,6 @@ export function letterboxBox(width: number, height: number): SquareBox {
 }
 
 /**
- * preprocessLetterbox resizes the whole image keeping its aspect so that the longer side is S,
- * centred on padding (SPEC letterbox "center"), and returns the tensor.
- */
-export async function preprocessLetterbox(image: RawImage, spec: TensorSpec): Promise<Preprocessed> {
-  const box = letterboxBox(image.width, image.height);
-  const rgb = await cropResize(image, box, spec.inputSize, spec.padValue);
-  return { tensor: toTensor(rgb, spec), box };
-}
-
-/**
  * FRAME_OVERSAMPLE: a rotated view is first shrunk by sharp (area-aware lanczos3) to this many
  * source pixels per model pixel, then sampled bilinearly at the rotated positions, so that thin
  * creases survive the shrink without the cost of rotating the full-resolution photo.

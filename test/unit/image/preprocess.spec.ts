@@ -1,12 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { cropResize, letterboxBox, preprocessLetterbox, toTensor, type TensorSpec } from "../../../src/image/preprocess.js";
-
-const SPEC: TensorSpec = {
-  inputSize: 32,
-  channelOrder: "RGB",
-  normalization: { scale: 255, mean: [0, 0, 0], std: [1, 1, 1] },
-  padValue: 0,
-};
+import { cropResize, letterboxBox, toTensor, type TensorSpec } from "../../../src/image/preprocess.js";
 
 function solid(width: number, height: number, rgb: [number, number, number]) {
   const data = new Uint8Array(width * height * 3);
@@ -19,22 +12,6 @@ describe("letterboxBox()", () => {
     expect(letterboxBox(400, 200)).toEqual({ x: 0, y: -100, side: 400 });
     expect(letterboxBox(200, 400)).toEqual({ x: -100, y: 0, side: 400 });
     expect(letterboxBox(300, 300)).toEqual({ x: 0, y: 0, side: 300 });
-  });
-});
-
-describe("preprocessLetterbox()", () => {
-  it("keeps the aspect: a 2:1 image fills the middle half of the rows, black padding above and below", async () => {
-    const { tensor, box } = await preprocessLetterbox(solid(400, 200, [255, 128, 0]), SPEC);
-    expect(box).toEqual({ x: 0, y: -100, side: 400 });
-    expect(tensor.length).toBe(3 * 32 * 32);
-    const R = (u: number, v: number) => tensor[v * 32 + u];
-    const G = (u: number, v: number) => tensor[32 * 32 + v * 32 + u];
-    expect(R(16, 0)).toBe(0); // padding
-    expect(R(16, 7)).toBe(0);
-    expect(R(16, 8)).toBeCloseTo(1, 2); // content rows 8..23
-    expect(G(16, 16)).toBeCloseTo(128 / 255, 2);
-    expect(R(16, 23)).toBeCloseTo(1, 2);
-    expect(R(16, 24)).toBe(0);
   });
 });
 
