@@ -22,4 +22,11 @@ export {
   sumOver,
 } from "./proc.js";
 export { startRedis, uniquePrefix, type RedisProcess } from "./redis.js";
-export { startCommand, startServerProcess, trackPeakRss, type ServerProcess } from "./server-process.js";
+export {
+  ServerStartError,
+  startCommand,
+  startServerProcess,
+  trackPeakRss,
+  type ServerProcess,
+  type ServerProcessOptions,
+} from "./server-process.js";

@@ -1,6 +1,7 @@
 /**
- * The server as a child process, started one way only: {@link startServerProcess} runs the
- * checkout's own `npm start` command ({@link startCommand}), configured through its environment.
+ * The server as a child process, started one way only, by the bench and by every test that runs
+ * it as a process: {@link startServerProcess} runs the checkout's own `npm start` command
+ * ({@link startCommand}), configured through its environment.
  * Where the server comes to start differently (a compiled entry point, other OS-tuning switches),
  * startCommand is the one place to change. Its memory is read from /proc: VmRSS sampled, VmHWM
  * (peak) reset per measurement through /proc/<pid>/clear_refs. The server's analysis workers are
@@ -28,14 +29,39 @@ export interface ServerProcess {
   cpuSeconds(): number;
   /** resetPeak makes every process's VmHWM start again from its current RSS (false where the kernel refuses). */
   resetPeak(): boolean;
+  /** output returns what the server wrote: the last 4000 characters of its stderr, or with keepOutput all of its stdout and stderr. */
+  output(): string;
+  /** kill sends `signal` and returns at once (see exited). */
+  kill(signal: NodeJS.Signals): void;
+  /** exited resolves with the exit code (null when a signal ended the process) once it has exited. */
+  readonly exited: Promise<number | null>;
   /** stop sends SIGTERM and waits for the exit code. */
   stop(): Promise<number | null>;
+}
+
+/** ServerProcessOptions tune {@link startServerProcess}. */
+export interface ServerProcessOptions {
+  /** Keep all of the server's stdout and stderr for output(); by default stdout is discarded (the bench's request logs). */
+  keepOutput?: boolean;
+}
+
+/** ServerStartError: the server exited, or did not answer health, while starting. */
+export class ServerStartError extends Error {
+  constructor(
+    message: string,
+    /** The exit code; null when a signal ended it (SIGKILL when it never answered health). */
+    readonly exitCode: number | null,
+    /** What it wrote, as {@link ServerProcess.output}. */
+    readonly output: string,
+  ) {
+    super(`${message}\n${output}`);
+  }
 }
 
 async function waitForHealth(url: string, child: ChildProcess, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`the server exited with code ${child.exitCode}`);
+    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`the server exited with code ${child.exitCode}`);
     try {
       const res = await fetch(`${url}/v1/palm/health`);
       if (res.status === 200) return;
@@ -75,29 +101,40 @@ function buildOnce(root: string): void {
 /**
  * startServerProcess starts the server as `npm start` does (startCommand) with `env` added to
  * this process's environment and `nodeArgs` (e.g. --cpu-prof) before the others; `root` is the
- * checkout to run (default this one).
+ * checkout to run (default this one). It resolves once the server answers health, and rejects
+ * with {@link ServerStartError} when it exits before.
  */
 export async function startServerProcess(
   env: Record<string, string>,
   nodeArgs: readonly string[] = [],
   root = ROOT,
+  { keepOutput = false }: ServerProcessOptions = {},
 ): Promise<ServerProcess> {
   buildOnce(root);
   const port = await freePort();
   const child = spawn(process.execPath, [...nodeArgs, ...startCommand(root)], {
     cwd: root,
     env: { ...process.env, REDIS_URL: "", PORT: String(port), HOST: "127.0.0.1", ...env },
-    stdio: ["ignore", "ignore", "pipe"],
+    stdio: ["ignore", keepOutput ? "pipe" : "ignore", "pipe"],
   });
-  let stderr = "";
-  child.stderr!.on("data", (d) => (stderr = (stderr + d).slice(-4000)));
+  let output = "";
+  const keep = (d: Buffer) => (output = keepOutput ? output + d : (output + d).slice(-4000));
+  child.stdout?.on("data", keep);
+  child.stderr!.on("data", keep);
   const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  // 'close' comes once the output is read, but waits for worker processes that inherited the pipes too.
+  const outputRead = new Promise<void>((resolve) => {
+    child.once("close", () => resolve());
+    void exited.then(() => setTimeout(resolve, 1000).unref());
+  });
   const url = `http://127.0.0.1:${port}`;
   try {
     await waitForHealth(url, child, 60_000);
   } catch (e) {
     child.kill("SIGKILL");
-    throw new Error(`${(e as Error).message}\n${stderr}`);
+    const code = await exited;
+    await outputRead;
+    throw new ServerStartError((e as Error).message, code, output);
   }
   const pid = child.pid!;
   return {
@@ -118,8 +155,11 @@ export async function startServerProcess(
         return false;
       }
     },
+    output: () => output,
+    kill: (signal) => void child.kill(signal),
+    exited,
     async stop() {
-      if (child.exitCode === null) child.kill("SIGTERM");
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
       const timer = setTimeout(() => child.kill("SIGKILL"), 20_000);
       const code = await exited;
       clearTimeout(timer);

@@ -3,7 +3,6 @@
  * overload, distinct requests_used), leases that give back the units of a server process killed
  * by SIGKILL, and a REST client that leaves while its key is checked.
  */
-import { spawn, type ChildProcess } from "node:child_process";
 import net from "node:net";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { quotaPeriodOf } from "../../src/auth/quota-period.js";
@@ -18,8 +17,8 @@ import { capturingLogger } from "../helpers/logs.js";
 import { startRedis, uniquePrefix, type RedisProcess } from "../helpers/redis.js";
 import { expectErrorBody, postAnalyze } from "../helpers/rest.js";
 import { startServer } from "../helpers/server.js";
+import { startServerProcess } from "../helpers/server-process.js";
 
-const root = new URL("../../", import.meta.url).pathname;
 const PLANS = { free: 100, three: 3 };
 let redis: RedisProcess;
 let analyzer: EngineAnalyzer;
@@ -103,38 +102,11 @@ describe("admission before reservation", () => {
 });
 
 describe("leases", () => {
-  let child: ChildProcess | undefined;
-  afterEach(() => {
-    if (child && child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
-  });
-
-  function startMain(env: Record<string, string>): Promise<number> {
-    let out = "";
-    child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
-      cwd: root,
-      env: { ...process.env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "info", ...env },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    child.stdout!.on("data", (d) => (out += d));
-    child.stderr!.on("data", (d) => (out += d));
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no start-up within 60 s:\n${out}`)), 60_000);
-      child!.stdout!.on("data", () => {
-        const port = /"port":(\d+)/.exec(out)?.[1];
-        if (port) {
-          clearTimeout(timer);
-          resolve(Number(port));
-        }
-      });
-      child!.once("exit", (code) => reject(new Error(`exited ${code} during start-up:\n${out}`)));
-    });
-  }
-
   it("gives back the units of a server killed by SIGKILL with requests in flight once their lease passes", async () => {
     const prefix = uniquePrefix();
     const store = await openStore(prefix);
     const key = await registerKey(store, "acme", "free");
-    const port = await startMain({
+    const server = await startServerProcess({
       REDIS_URL: redis.url,
       PALM_REDIS_PREFIX: prefix,
       PALM_QUOTA_LEASE_MS: "1500",
@@ -142,14 +114,13 @@ describe("leases", () => {
       PALM_MAX_QUEUE: "4",
       PALM_PLAN_LIMITS: JSON.stringify(PLANS),
     });
+    cleanups.push(() => server.kill("SIGKILL"));
     // 12 MP photos: each analysis takes a few hundred ms, so three stay in flight for a while.
     const big = { image: (await makeHandPhoto()).toString("base64") };
-    const url = `http://127.0.0.1:${port}`;
-    const calls = Array.from({ length: 3 }, () => postAnalyze(url, big, { "x-api-key": key }).catch(() => undefined));
+    const calls = Array.from({ length: 3 }, () => postAnalyze(server.url, big, { "x-api-key": key }).catch(() => undefined));
     await expect.poll(() => store.usage("acme", quotaPeriodOf()), { timeout: 20_000, interval: 10 }).toBe(3);
-    const exited = new Promise((resolve) => child!.once("exit", resolve));
-    child!.kill("SIGKILL");
-    await exited;
+    server.kill("SIGKILL");
+    await server.exited;
     const answered = (await Promise.all(calls)).filter((r) => r?.res.status === 200).length;
     expect(answered).toBe(0);
     // Nobody renews the three pending units any more: Redis drops them when the lease passes.

@@ -3,8 +3,6 @@
  * layout (every script and transaction on one slot), failing closed, and the service's
  * configuration of it.
  */
-import { execFile } from "node:child_process";
-import { promisify } from "node:util";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { generateApiKey, hashApiKey } from "../../src/auth/api-key.js";
@@ -16,10 +14,9 @@ import { isStoreUnavailableError } from "../../src/errors.js";
 import { createLogger } from "../../src/log.js";
 import { uniquePrefix } from "../helpers/redis.js";
 import { startRedisCluster, type RedisClusterProcess } from "../helpers/redis-cluster.js";
+import { startServerProcess } from "../helpers/server-process.js";
 import { describeStore } from "../helpers/store-suite.js";
 
-const run = promisify(execFile);
-const root = new URL("../../", import.meta.url).pathname;
 let cluster: RedisClusterProcess;
 let raw: Redis[] = [];
 const stores: RedisStore[] = [];
@@ -120,15 +117,14 @@ describe("openStore() with REDIS_CLUSTER_NODES", () => {
 
 describe("palm-api with REDIS_CLUSTER_NODES", () => {
   it("exits 2 naming both variables when REDIS_URL is set too", async () => {
-    const result = await run(process.execPath, ["--import", "tsx", "src/main.ts"], {
-      cwd: root,
-      env: { ...process.env, REDIS_URL: "redis://127.0.0.1:6379", REDIS_CLUSTER_NODES: cluster.nodes },
-      timeout: 20_000,
-    }).then(
-      () => ({ code: 0, stderr: "" }),
-      (e: { code: number; stderr: string }) => e,
-    );
-    expect(result.code).toBe(2);
-    expect(result.stderr).toContain("REDIS_URL and REDIS_CLUSTER_NODES are both set");
+    const started = startServerProcess({ REDIS_URL: "redis://127.0.0.1:6379", REDIS_CLUSTER_NODES: cluster.nodes });
+    started.then(
+      (server) => server.kill("SIGKILL"),
+      () => {},
+    ); // one that started anyway is not left running
+    await expect(started).rejects.toMatchObject({
+      exitCode: 2,
+      output: expect.stringContaining("REDIS_URL and REDIS_CLUSTER_NODES are both set"),
+    });
   });
 });

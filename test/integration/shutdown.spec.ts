@@ -3,54 +3,34 @@
  * and on SIGTERM finishes the request in flight, refuses new connections and exits 0; its
  * analysis worker processes end with it, even when it is killed outright.
  */
-import { spawn, type ChildProcess } from "node:child_process";
 import net from "node:net";
 import { afterAll, describe, expect, it } from "vitest";
 import { makeHandPhoto } from "../helpers/images.js";
 import { isAlive as alive, processTree } from "../helpers/proc.js";
 import { postAnalyze } from "../helpers/rest.js";
+import { startServerProcess, type ServerProcess } from "../helpers/server-process.js";
 
-const root = new URL("../../", import.meta.url).pathname;
-let child: ChildProcess | undefined;
-afterAll(() => {
-  if (child && child.exitCode === null) child.kill("SIGKILL");
-});
+let server: ServerProcess | undefined;
+afterAll(() => server?.kill("SIGKILL"));
 
 /** workerPids lists the server's descendants (its analysis workers and their helper). */
-const workerPids = () => processTree(child!.pid!).slice(1);
+const workerPids = () => processTree(server!.pid).slice(1);
 
-function startMain(): Promise<{ port: number; devKey: string; output: () => string }> {
-  let out = "";
-  child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
-    cwd: root,
-    env: { ...process.env, PORT: "0", PALM_WORKERS: "1", PALM_DEV_KEY: "", REDIS_URL: "", LOG_LEVEL: "info" },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  child.stdout!.on("data", (d) => (out += d));
-  child.stderr!.on("data", (d) => (out += d));
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no start-up within 60 s:\n${out}`)), 60_000);
-    const check = () => {
-      const port = /"port":(\d+)/.exec(out)?.[1];
-      const devKey = /^\s+(palm_live_[0-9a-f]{32})$/m.exec(out)?.[1];
-      if (port && devKey) {
-        clearTimeout(timer);
-        resolve({ port: Number(port), devKey, output: () => out });
-      }
-    };
-    child!.stdout!.on("data", check);
-    child!.once("exit", (code) => reject(new Error(`exited ${code} during start-up:\n${out}`)));
-  });
+/** startMain starts the server with a generated development key and returns it with the server. */
+async function startMain(): Promise<{ port: number; url: string; devKey: string; output: () => string }> {
+  server = await startServerProcess({ PALM_WORKERS: "1", PALM_DEV_KEY: "", LOG_LEVEL: "info" }, [], undefined, { keepOutput: true });
+  const devKeyOf = (out: string) => /^\s+(palm_live_[0-9a-f]{32})$/m.exec(out)?.[1];
+  await expect.poll(() => devKeyOf(server!.output()), { timeout: 5000 }).toBeDefined();
+  return { port: server.port, url: server.url, devKey: devKeyOf(server.output())!, output: server.output };
 }
 
 describe("main", () => {
   it("finishes the request in flight on SIGTERM, refuses new connections and exits 0", async () => {
-    const { port, devKey, output } = await startMain();
+    const { port, url, devKey, output } = await startMain();
     const workers = workerPids();
     expect(workers.length).toBeGreaterThanOrEqual(1);
     // The generated key is printed exactly once and never logged.
     expect(output().split(devKey).length - 1).toBe(1);
-    const url = `http://127.0.0.1:${port}`;
     // 12 MP: its analysis alone takes 250-450 ms on the machines measured, so 150 ms after
     // sending the small body the request is received and still analysing, however fast the
     // first request of a new process becomes (a 1.2 MP analysis alone takes ~100 ms here; a
@@ -59,9 +39,8 @@ describe("main", () => {
 
     const inFlight = postAnalyze(url, { image }, { "x-api-key": devKey }).then((r) => ({ ...r, at: performance.now() }));
     await new Promise((r) => setTimeout(r, 150));
-    const exited = new Promise<number | null>((resolve) => child!.once("exit", (code) => resolve(code)));
     const signalledAt = performance.now();
-    child!.kill("SIGTERM");
+    server!.kill("SIGTERM");
 
     const { res, json, at } = await inFlight;
     expect(at, "the answer came after the signal: the request was in flight").toBeGreaterThan(signalledAt);
@@ -74,7 +53,7 @@ describe("main", () => {
       c.once("error", () => resolve(true));
     });
     expect(refused).toBe(true);
-    expect(await exited).toBe(0);
+    expect(await server!.exited).toBe(0);
     expect(output().split(devKey).length - 1).toBe(1);
     expect(workers.filter(alive), "worker processes left behind").toEqual([]);
   });
@@ -83,9 +62,8 @@ describe("main", () => {
     await startMain();
     const workers = workerPids();
     expect(workers.length).toBeGreaterThanOrEqual(1);
-    const exited = new Promise((resolve) => child!.once("exit", resolve));
-    child!.kill("SIGKILL");
-    await exited;
+    server!.kill("SIGKILL");
+    await server!.exited;
     const until = Date.now() + 15_000;
     while (workers.some(alive) && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
     expect(workers.filter(alive), "worker processes left behind").toEqual([]);

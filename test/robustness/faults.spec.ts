@@ -1,11 +1,10 @@
 /**
  * Faults under load, issue 4: Redis killed and restarted while clients keep analysing (no crash,
  * 503 store_unavailable while down, recovery, and the Redis counter equals the number of 200s);
- * SIGTERM to `node --import tsx src/main.ts` under load (in-flight requests finish with 200,
+ * SIGTERM to the server as `npm start` runs it, under load (in-flight requests finish with 200,
  * new connections are refused, exit code 0); slow clients trickling their bodies (cut off at
  * the body deadline, no worker held, health and other clients served meanwhile).
  */
-import { spawn } from "node:child_process";
 import net from "node:net";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { generateApiKey } from "../../src/auth/api-key.js";
@@ -16,10 +15,10 @@ import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
 import { createTestAnalyzer } from "../helpers/analyzer.js";
 import { makeImage } from "../helpers/images.js";
 import { registerKey } from "../helpers/keys.js";
-import { freePort, waitForPort } from "../helpers/ports.js";
 import { startRedis, uniquePrefix } from "../helpers/redis.js";
 import { postAnalyze, rawRequest } from "../helpers/rest.js";
 import { startServer } from "../helpers/server.js";
+import { startServerProcess } from "../helpers/server-process.js";
 
 let analyzer: EngineAnalyzer;
 let body: { image: string };
@@ -118,31 +117,16 @@ describe("Redis killed under load, then restarted", () => {
 
 describe("SIGTERM under load", () => {
   it("lets in-flight requests finish with 200, refuses new connections, and exits 0", async () => {
-    const port = await freePort();
     const key = generateApiKey();
-    const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
-      env: {
-        ...process.env,
-        PORT: String(port),
-        HOST: "127.0.0.1",
-        REDIS_URL: "",
-        PALM_DEV_KEY: key,
-        PALM_WORKERS: "2",
-        PALM_MAX_QUEUE: "16",
-        PALM_SHUTDOWN_GRACE_MS: "20000",
-        LOG_LEVEL: "warn",
-      },
-      stdio: ["ignore", "ignore", "pipe"],
+    const server = await startServerProcess({
+      PALM_DEV_KEY: key,
+      PALM_WORKERS: "2",
+      PALM_MAX_QUEUE: "16",
+      PALM_SHUTDOWN_GRACE_MS: "20000",
+      LOG_LEVEL: "warn",
     });
-    let stderr = "";
-    child.stderr!.on("data", (d) => (stderr += d));
-    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-    cleanups.push(() => {
-      if (child.exitCode === null) child.kill("SIGKILL");
-    });
-    await waitForPort(port, 30_000);
-    const url = `http://127.0.0.1:${port}`;
-    expect((await fetch(`${url}/v1/palm/health`)).status).toBe(200);
+    cleanups.push(() => server.kill("SIGKILL"));
+    const { port, url } = server;
 
     // 8 analyses at once on 2 workers: 2 running, 6 queued when the signal comes.
     const inFlight = Array.from({ length: 8 }, () =>
@@ -150,7 +134,7 @@ describe("SIGTERM under load", () => {
     );
     await sleep(250);
     const signalledAt = performance.now();
-    child.kill("SIGTERM");
+    server.kill("SIGTERM");
     await sleep(100);
     expect(await tryConnect(port)).toBe("ECONNREFUSED");
 
@@ -159,7 +143,7 @@ describe("SIGTERM under load", () => {
     expect(results.map((r) => r.json.usage.requests_used).sort((a, b) => a - b)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
     // They really were in flight: most of them finished after the signal.
     expect(results.filter((r) => r.at > signalledAt).length).toBeGreaterThanOrEqual(4);
-    expect(await exited, stderr).toBe(0);
+    expect(await server.exited, server.output()).toBe(0);
   });
 });
 
