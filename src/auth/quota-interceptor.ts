@@ -60,6 +60,20 @@ export function quotaLimitOf(planLimits: PlanLimits, plan: string): number {
 }
 
 /**
+ * refuseExhausted throws the 429 a client whose month is used up (committed and pending units at
+ * its limit) would get from its reservation, so the door can answer it from the headers, before
+ * any body is read (test/integration/rest.spec.ts, "order of checks"). The reservation stays the
+ * exact check: this one only answers early what it would answer.
+ */
+export async function refuseExhausted(store: Store, clientId: string, limit: number, now: Date): Promise<void> {
+  const period = quotaPeriodOf(now);
+  if ((await store.usage(clientId, period)) < limit) return;
+  const h = new Headers();
+  setQuotaHeaders(h, limit, limit, period);
+  throw quotaExceeded(clientId, limit, secondsUntilReset(period, now), h);
+}
+
+/**
  * createQuotaInterceptor hands each call with a recognised key its {@link QuotaTicket}
  * ({@link kQuota}), commits it when the call succeeds (if the service did not already) and
  * releases it when the call fails. Place it after the key check.

@@ -14,7 +14,7 @@ import { createMetrics, createMetricsServer } from "../ops/metrics.js";
 import { createReadiness } from "../ops/readiness.js";
 import type { Logger } from "../log.js";
 import { createKeyCheck } from "../auth/api-key-interceptor.js";
-import { quotaLimitOf } from "../auth/quota-interceptor.js";
+import { quotaLimitOf, refuseExhausted } from "../auth/quota-interceptor.js";
 import { MAX_BODY_BYTES } from "../api/limits.js";
 import { createRestHandler } from "../rest/rest-handler.js";
 import { createRestTable, restRoutesOf } from "../rest/rest-routes.js";
@@ -110,7 +110,12 @@ export function createPalmServer(options: PalmServerOptions): PalmServer {
     publicMethods: PUBLIC_METHODS,
     admit: async (header) => {
       const principal = await checkKey(header);
-      quotaLimitOf(config.planLimits, principal.plan);
+      await refuseExhausted(
+        options.store,
+        principal.clientId,
+        quotaLimitOf(config.planLimits, principal.plan),
+        (options.now ?? (() => new Date()))(),
+      );
       return principal;
     },
     admitted: (req) => front.admitted(req),

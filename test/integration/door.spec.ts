@@ -49,7 +49,12 @@ beforeEach(async () => {
     analyzer,
     store,
     // A body deadline far beyond the bound below: only a refusal from the headers can answer in time.
-    config: createTestConfig({ port: 0, host: "127.0.0.1", bodyTimeoutMs: 60_000 }),
+    config: createTestConfig({
+      port: 0,
+      host: "127.0.0.1",
+      bodyTimeoutMs: 60_000,
+      planLimits: { free: 100, starter: 1000, pro: 10000, tiny: 1 },
+    }),
     logger: capturingLogger(lines),
   });
   port = await server.listen();
@@ -158,6 +163,22 @@ describe("a refusal from the headers, the body held back by the client", () => {
     );
     expectGrpcStatus(r.headers, "invalid_api_key");
     await within(r.closed, "the stream stayed open");
+  });
+
+  it("gRPC with the month's quota used up: RESOURCE_EXHAUSTED quota_exceeded with Retry-After, from the headers", async () => {
+    const tiny = await registerKey(store, "tinyco", "tiny");
+    const period = quotaPeriodOf();
+    await store.reserve("tinyco", period, 1, "r1", 60_000);
+    await store.commit("tinyco", period, 1, "r1");
+    const r = await within(
+      h2Held({ "content-type": "application/grpc", te: "trailers", "x-api-key": tiny }),
+      "no answer while the body was held back",
+    );
+    expectGrpcStatus(r.headers, "quota_exceeded");
+    expect(Number(r.headers["retry-after"])).toBeGreaterThan(0);
+    expect(r.headers["x-monthly-quota-remaining"]).toBe("0");
+    await within(r.closed, "the stream stayed open");
+    expect(await store.usage("tinyco", period)).toBe(1);
   });
 
   it("gRPC with a gzip-encoded body and no key: refused before anything is decompressed", async () => {

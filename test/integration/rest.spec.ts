@@ -321,6 +321,24 @@ describe("POST /v1/palm/analyze errors (SPEC.md section 6), each leaving the quo
   });
 });
 
+describe("order of checks (docs/design.md)", () => {
+  it("answers a client out of quota 429 even when its Content-Type or body is malformed, and charges nothing", async () => {
+    await srv.close();
+    srv = await startServer({ analyzer, store, config: { planLimits: { free: 1, starter: 1000, pro: 10000 } } });
+    expect((await postAnalyze(srv.url, { image: b64(jpeg) }, { "x-api-key": key })).res.status).toBe(200);
+    const malformed = await postAnalyze(srv.url, "{not json", { "x-api-key": key });
+    expect(malformed.res.status).toBe(429);
+    expect(malformed.json.error.code).toBe("quota_exceeded");
+    const wrongType = await fetch(`${srv.url}/v1/palm/analyze`, {
+      method: "POST",
+      headers: { "content-type": "text/plain", "x-api-key": key },
+      body: "hello",
+    });
+    expect(wrongType.status).toBe(429);
+    expect(await used()).toBe(1);
+  });
+});
+
 describe("REST transport details", () => {
   it("sends 100 Continue only after the key check, so a refused client never uploads its body", async () => {
     const attempt = (apiKey: string) =>
