@@ -92,7 +92,9 @@ export function keylessCall(session: http2.ClientHttp2Session, protocol: RpcProt
 
 /** openSession opens a plaintext HTTP/2 connection to the server and waits until it is up. */
 export async function openSession(server: ServerProcess): Promise<http2.ClientHttp2Session> {
-  const session = http2.connect(server.url);
+  // As grpc-js does: the unsent writes of streams the server reset count against a Node client's
+  // session memory (10 MB by default), which would refuse this client's own later answers.
+  const session = http2.connect(server.url, { maxSessionMemory: Number.MAX_SAFE_INTEGER });
   session.on("error", () => {}); // a call's own error says enough
   await new Promise<void>((resolve, reject) => {
     session.once("connect", () => resolve());

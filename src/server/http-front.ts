@@ -16,17 +16,14 @@ import { newRequestId, REQUEST_ID_HEADER } from "../api/request-id.js";
 import type { Config } from "../config.js";
 import { ERRORS } from "../errors.js";
 import type { Logger } from "../log.js";
-import { widenConnectionWindow } from "./respond.js";
+import { H2_DEFAULT_WINDOW, widenWindows } from "./respond.js";
 
 const H2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 
 /** HttpFrontOptions configure {@link HttpFront}. */
 export interface HttpFrontOptions {
   config: Pick<Config, "headersTimeoutMs" | "bodyTimeoutMs" | "idleTimeoutMs">;
-  /**
-   * HTTP/2 receive windows in bytes: per stream from the start, per connection once a request
-   * on it is admitted ({@link HttpFront.admitted}).
-   */
+  /** HTTP/2 receive windows in bytes, per stream and per connection, once a call on the connection is admitted ({@link HttpFront.admitted}). */
   windows: { stream: number; connection: number };
   logger: Logger;
   /** Serves every request, on either protocol. */
@@ -46,11 +43,11 @@ export class HttpFront {
   #drained: (() => void) | undefined;
   #closing = false;
   #closed: Promise<void> | undefined;
-  readonly #connectionWindow: number;
+  readonly #windows: { stream: number; connection: number };
 
   constructor(options: HttpFrontOptions) {
     const { config, windows } = options;
-    this.#connectionWindow = windows.connection;
+    this.#windows = windows;
     // Slow-client guard for every protocol: the whole request must arrive within this bound.
     const receiveTimeoutMs = config.headersTimeoutMs + config.bodyTimeoutMs + 1000;
     const handle: NodeHandlerFn = (req, res) => this.#track(req, res, receiveTimeoutMs, options.handler);
@@ -66,7 +63,8 @@ export class HttpFront {
     this.#h1.on("clientError", (err: NodeJS.ErrnoException, socket: net.Socket) => answerClientError(err, socket, options.logger));
     // h1 never listens itself (the TCP front does); 'listening' starts its timeout checks.
     this.#h1.emit("listening");
-    this.#h2 = http2.createServer({ settings: { maxConcurrentStreams: 256, initialWindowSize: windows.stream } }, handle);
+    // Each stream's window is HTTP/2's default until a call on its connection is admitted (admitted()).
+    this.#h2 = http2.createServer({ settings: { maxConcurrentStreams: 256, initialWindowSize: H2_DEFAULT_WINDOW } }, handle);
     // "Expect: 100-continue": paths that answer it themselves get it after the key check;
     // everything else gets the 100 at once, as Node would do by itself.
     const checkContinue: NodeHandlerFn = (req, res) => {
@@ -85,9 +83,9 @@ export class HttpFront {
     this.#tcp.on("error", (err) => options.logger.error({ err }, "server error"));
   }
 
-  /** admitted widens the HTTP/2 connection window of `req`'s connection (a recognised key came on it). */
+  /** admitted gives `req`'s HTTP/2 connection its full windows (a recognised key came on it). */
   admitted(req: Parameters<NodeHandlerFn>[0]): void {
-    widenConnectionWindow(req, this.#connectionWindow);
+    widenWindows(req, this.#windows);
   }
 
   /** The requests whose responses have not closed yet. */

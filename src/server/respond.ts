@@ -38,42 +38,73 @@ function lingerOnClose(socket: net.Socket): void {
   };
 }
 
+/** HTTP/2's default window (RFC 9113 6.9.2): what a connection and each of its streams may send ahead until a call on it is admitted. */
+export const H2_DEFAULT_WINDOW = 65_535;
+
 /**
- * widenConnectionWindow lets a connection send `bytes` ahead once one of its requests has been
- * admitted (a recognised key): until then it has HTTP/2's default 64 KiB, so a connection that
- * never shows a key can make the server receive little more than that per refusal
+ * widenWindows gives a connection its full receive windows (`stream` bytes per call, `connection`
+ * bytes for all) once one of its calls has been admitted (a recognised key): until then each
+ * stream and the connection may send only HTTP/2's default 64 KiB ahead, so a connection that
+ * never shows a key cannot make the server receive more than that per refused call
  * (test/integration/door.spec.ts, "keyless 8 MiB bodies").
  */
-export function widenConnectionWindow(req: NodeRequest, bytes: number): void {
+export function widenWindows(req: NodeRequest, windows: { stream: number; connection: number }): void {
   if (!("stream" in req)) return;
   const session = req.stream.session;
   if (!session || session.destroyed || session.closed || widened.has(session)) return;
   widened.add(session);
-  session.setLocalWindowSize(bytes);
+  session.settings({ initialWindowSize: windows.stream });
+  session.setLocalWindowSize(windows.connection);
 }
 const widened = new WeakSet<http2.Http2Session>();
 
 /**
  * endUnreadStream prepares the end of an HTTP/2 upload the server will not read, before its
- * answer goes out; the function it returns ends it once the answer is written. An upload that
- * has already arrived whole (its end is buffered, at most 64 KiB) is discarded. Otherwise a
- * GOAWAY goes out before the answer, so the client sends its next call on a new connection
- * instead of racing the close, and after the answer the stream is reset (NO_ERROR, RFC 9113 8.1)
- * and the connection closed once its other calls finish: nothing more of the upload is read.
- * Reading on and discarding would cost about 1 ms of the event loop per MiB, and a reset stream
- * whose DATA is still arriving stalls a Node connection that goes on (door.spec.ts, "keyless
- * 8 MiB bodies").
+ * answer goes out; the function it returns ends it once the answer is written.
+ * - Its whole body already arrived (at most 64 KiB): discarded.
+ * - On a connection that never had a call admitted, the stream may send only 64 KiB: that much
+ *   is read and discarded (a few chunks), then the stream is reset (NO_ERROR, RFC 9113 8.1)
+ *   with nothing of it still in flight, and the connection goes on.
+ * - Otherwise (a connection with 8 MiB windows, or a client that stops sending): a GOAWAY goes
+ *   out before the answer, so the client's next call opens a new connection instead of racing
+ *   the close, and after the answer the stream is reset and the connection closed once its other
+ *   calls finish. Node never credits the connection window for DATA that arrives on a reset
+ *   stream, so a connection that went on after such a reset would stall; reading the rest
+ *   instead would cost about 1 ms of the event loop per MiB (door.spec.ts, "keyless 8 MiB bodies").
  */
 function endUnreadStream(req: NodeRequest & { stream: http2.ServerHttp2Stream }): () => void {
   const stream = req.stream;
   const session = stream.session;
   if (uploadArrived(stream)) return () => void req.resume();
   const open = () => session !== undefined && !session.closed && !session.destroyed;
-  if (open()) session?.goaway(http2.constants.NGHTTP2_NO_ERROR, Math.max(stream.id ?? 0, session.state.lastProcStreamID ?? 0));
-  return () => {
+  const closeConnection = () => {
     if (!stream.closed) stream.close(http2.constants.NGHTTP2_NO_ERROR);
     if (open()) session?.close();
   };
+  if (session && !widened.has(session)) return () => drainWindow(req, closeConnection);
+  if (open()) session?.goaway(http2.constants.NGHTTP2_NO_ERROR, Math.max(stream.id ?? 0, session.state.lastProcStreamID ?? 0));
+  return closeConnection;
+}
+
+/**
+ * drainWindow discards what a stream with the default window can send, then resets it: once
+ * 64 KiB arrived the client has no window left on it, so nothing is in flight. A body that ends
+ * first needs no reset; a client that neither ends nor fills the window within 1 s gets
+ * `otherwise` (GOAWAY and close).
+ */
+function drainWindow(req: NodeRequest & { stream: http2.ServerHttp2Stream }, otherwise: () => void): void {
+  const stream = req.stream;
+  let received = 0;
+  const timer = setTimeout(otherwise, LINGER_MS);
+  timer.unref();
+  req.on("data", (chunk: Buffer) => {
+    received += chunk.byteLength;
+    if (received < H2_DEFAULT_WINDOW) return;
+    clearTimeout(timer);
+    if (!stream.closed) stream.close(http2.constants.NGHTTP2_NO_ERROR);
+  });
+  req.once("end", () => clearTimeout(timer));
+  req.resume();
 }
 
 /** uploadArrived: the stream's whole request body is already buffered (its end received), and it is small. */

@@ -325,28 +325,32 @@ function uploadKeyless(session: http2.ClientHttp2Session, headers: Record<string
 
 function openH2(): Promise<http2.ClientHttp2Session> {
   return new Promise((resolve, reject) => {
-    const session = http2.connect(`http://127.0.0.1:${port}`);
+    // As grpc-js does: the unsent writes of streams the server reset count against a Node client's
+    // session memory (10 MB by default), which would refuse this client's own later answers.
+    const session = http2.connect(`http://127.0.0.1:${port}`, { maxSessionMemory: Number.MAX_SAFE_INTEGER });
     session.once("connect", () => resolve(session));
     session.once("error", reject);
   });
 }
 
 describe("keyless 8 MiB bodies", () => {
-  it("take the server at most 64 KiB of the upload on a connection that never showed a key, which then gets a GOAWAY; the next call on a new connection is answered the same", async () => {
+  it("take the server at most 64 KiB each on a connection that never showed a key, and that connection goes on serving", async () => {
     // Before: the connection could send 8 MiB ahead and the server read all of it (about 10 ms of
     // its event loop per call), and after some calls the connection stalled.
-    for (let i = 0; i < 12; i++) {
-      const session = await openH2();
-      session.on("error", () => {});
-      const goaway = new Promise<void>((r) => session.once("goaway", () => r()));
-      try {
-        expect(await within(uploadKeyless(session), `keyless call ${i} never ended`)).toBe("16");
-        await within(goaway, "no GOAWAY");
-        // What went out on the socket: the headers and the 64 KiB the window allowed, not 8 MiB.
-        expect(session.socket.bytesWritten).toBeLessThan(256 * 1024);
-      } finally {
-        session.destroy();
-      }
+    const session = await openH2();
+    session.on("error", () => {});
+    let goaway = false;
+    session.once("goaway", () => (goaway = true));
+    try {
+      for (let i = 0; i < 12; i++) expect(await within(uploadKeyless(session), `keyless call ${i} never ended`)).toBe("16");
+      // What went out on the socket: the headers and the 64 KiB each stream's window allowed, not 12 x 8 MiB.
+      expect(session.socket.bytesWritten).toBeLessThan(12 * 160 * 1024);
+      expect(goaway).toBe(false);
+      expect(await within(uploadKeyless(session, { "x-api-key": key }, 1024), "keyed call never ended")).toBe(
+        String(ERRORS.invalid_image.code),
+      );
+    } finally {
+      session.destroy();
     }
   });
 

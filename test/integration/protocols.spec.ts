@@ -237,8 +237,8 @@ describe("PalmService/Analyze across protocols", () => {
         session.once("remoteSettings", () => resolve());
         session.once("error", reject);
       });
-      expect(session.remoteSettings.initialWindowSize).toBe(H2_STREAM_WINDOW);
-      // Until a call with a key is admitted the connection keeps HTTP/2's default (door.spec.ts).
+      // Until a call with a key is admitted the connection keeps HTTP/2's defaults (door.spec.ts).
+      expect(session.remoteSettings.initialWindowSize).toBe(65_535);
       await new Promise((r) => setTimeout(r, 50));
       expect(session.state.remoteWindowSize).toBe(65_535);
       const call = session.request({
@@ -251,11 +251,12 @@ describe("PalmService/Analyze across protocols", () => {
       call.end("{}"); // no image: missing_image, after the key was admitted
       const status = await new Promise((resolve) => call.once("response", (h) => resolve(h[":status"])));
       expect(status).toBe(400);
-      // The connection's window grows by a WINDOW_UPDATE frame right after the admission.
+      // Right after the admission: a SETTINGS frame for the streams, a WINDOW_UPDATE for the connection.
       for (let i = 0; i < 100 && (session.state.remoteWindowSize ?? 0) < H2_CONNECTION_WINDOW - 64; i++) {
         await new Promise((r) => setTimeout(r, 10));
       }
       expect(session.state.remoteWindowSize).toBeGreaterThan(H2_CONNECTION_WINDOW - 64);
+      expect(session.remoteSettings.initialWindowSize).toBe(H2_STREAM_WINDOW);
     } finally {
       session.close();
     }
