@@ -72,20 +72,96 @@ type AnyFn = Parameters<Interceptor>[0];
 
 /** createDoor returns the node handler of every API path. */
 export function createDoor(options: DoorOptions): NodeHandlerFn {
-  const publicMethods = new Set(options.publicMethods);
+  return new Door(options).handle;
+}
 
-  /** The outer interceptors around a call that ends in `err`: log line, metrics, request id. */
-  async function record(
+/** Door routes and admits every API request from its headers (see the file's comment). */
+class Door {
+  readonly #options: DoorOptions;
+  readonly #publicMethods: ReadonlySet<DescMethod>;
+
+  constructor(options: DoorOptions) {
+    this.#options = options;
+    this.#publicMethods = new Set(options.publicMethods);
+  }
+
+  /** handle is the node handler: RPC paths, then REST routes, else 404/405. */
+  readonly handle: NodeHandlerFn = (req, res) => {
+    const path = pathOf(req);
+    const handler = this.#options.rpc.get(path);
+    if (handler) return this.#rpc(req, res, handler);
+    const byMethod = this.#options.rest.get(path);
+    const route = byMethod?.get(req.method ?? "");
+    if (!byMethod || !route) {
+      const allow = byMethod ? [...byMethod.keys()].join(", ") : undefined;
+      return this.#refuseRoute(
+        req,
+        res,
+        allow === undefined ? palmError("not_found") : palmError("method_not_allowed", { metadata: { allow } }),
+      );
+    }
+    void this.#enter(req, res, route.method, "rest", (call) => this.#options.serveRest(req, res, route, call)).catch((e) =>
+      this.#fault(req, res, e),
+    );
+  };
+
+  #rpc(req: NodeRequest, res: NodeResponse, handler: UniversalHandler): void {
+    const contentType = String(req.headers["content-type"] ?? "");
+    // What connect refuses by itself without reading the body (a method or content type it
+    // does not serve: 405, 415; bidi streams over HTTP/1.1) stays its own answer.
+    if (!handler.allowedMethods.includes(req.method ?? "") || !handler.supportedContentType(contentType)) {
+      this.#options.serveRpc(req, res, handler, this.#call(req, res, handler.method, createContextValues()));
+      return;
+    }
+    void this.#enter(req, res, handler.method, rpcWireProtocolOf(contentType), (call) => {
+      // "Expect: 100-continue" only once admitted: a refused client never sends its body (door.spec.ts).
+      if (/100-continue/i.test(String(req.headers.expect ?? ""))) res.writeContinue();
+      this.#options.serveRpc(req, res, handler, call);
+    }).catch((e) => this.#fault(req, res, e));
+  }
+
+  /** #call is the {@link DoorCall} of a request: a new request id in `values`, the close signal. */
+  #call(req: NodeRequest, res: NodeResponse, method: DescMethod, values: ContextValues): DoorCall {
+    values.set(kRequestId, newRequestId());
+    const signal = closeSignal(res);
+    return { contextValues: values, signal, record: (err) => this.#record(req, method, values, signal, err) };
+  }
+
+  /**
+   * #enter admits a request: public methods at once, keyed ones once their key is recognised.
+   * A refusal is answered here; a client gone meanwhile is logged as canceled and answered nothing.
+   */
+  async #enter(
     req: NodeRequest,
+    res: NodeResponse,
     method: DescMethod,
-    values: ContextValues,
-    signal: AbortSignal,
-    err: unknown,
-  ): Promise<ConnectError> {
+    protocol: WireProtocol,
+    go: (call: DoorCall) => void,
+  ): Promise<void> {
+    const values = createContextValues();
+    values.set(kProtocol, protocol === "connect-stream" ? "connect" : protocol);
+    const call = this.#call(req, res, method, values);
+    if (this.#publicMethods.has(method)) return go(call);
+    let refusal: unknown;
+    try {
+      values.set(kPrincipal, await untilAborted(this.#options.admit(webHeaders(req)), call.signal));
+    } catch (e) {
+      refusal = call.signal.aborted ? palmError("canceled") : e;
+    }
+    if (refusal === undefined) {
+      this.#options.admitted(req);
+      return go(call);
+    }
+    const err = await call.record(refusal);
+    if (!call.signal.aborted) respond(req, res, answerOf(protocol, err, String(req.headers["content-type"] ?? "")));
+  }
+
+  /** #record runs the outer interceptors around a call that ends in `err`: log line, metrics, request id. */
+  async #record(req: NodeRequest, method: DescMethod, values: ContextValues, signal: AbortSignal, err: unknown): Promise<ConnectError> {
     let next: AnyFn = async () => {
       throw err;
     };
-    for (const i of [...options.outer].reverse()) next = i(next);
+    for (const i of [...this.#options.outer].reverse()) next = i(next);
     const common = {
       service: method.parent,
       method,
@@ -108,80 +184,15 @@ export function createDoor(options: DoorOptions): NodeHandlerFn {
   }
 
   /**
-   * enter admits a request: public methods at once, keyed ones once their key is recognised.
-   * A refusal is answered here; a client gone meanwhile is logged as canceled and answered nothing.
-   */
-  async function enter(
-    req: NodeRequest,
-    res: NodeResponse,
-    method: DescMethod,
-    protocol: WireProtocol,
-    go: (call: DoorCall) => void,
-  ): Promise<void> {
-    const values = createContextValues();
-    values.set(kRequestId, newRequestId());
-    values.set(kProtocol, protocol === "connect-stream" ? "connect" : protocol);
-    const signal = closeSignal(res);
-    const call: DoorCall = { contextValues: values, signal, record: (err) => record(req, method, values, signal, err) };
-    if (publicMethods.has(method)) return go(call);
-    let refusal: unknown;
-    try {
-      values.set(kPrincipal, await untilAborted(options.admit(webHeaders(req)), signal));
-    } catch (e) {
-      refusal = signal.aborted ? palmError("canceled") : e;
-    }
-    if (refusal === undefined) {
-      options.admitted(req);
-      return go(call);
-    }
-    const err = await call.record(refusal);
-    if (!signal.aborted) respond(req, res, answerOf(protocol, err, String(req.headers["content-type"] ?? "")));
-  }
-
-  return (req, res) => {
-    const path = pathOf(req);
-    const handler = options.rpc.get(path);
-    if (handler) {
-      const contentType = String(req.headers["content-type"] ?? "");
-      // What connect refuses by itself without reading the body (a method or content type it
-      // does not serve: 405, 415; bidi streams over HTTP/1.1) stays its own answer.
-      if (!handler.allowedMethods.includes(req.method ?? "") || !handler.supportedContentType(contentType)) {
-        return options.serveRpc(req, res, handler, unadmitted(req, handler.method, res));
-      }
-      void enter(req, res, handler.method, rpcWireProtocolOf(contentType), (call) => {
-        // "Expect: 100-continue" only once admitted: a refused client never sends its body.
-        if (/100-continue/i.test(String(req.headers.expect ?? ""))) res.writeContinue();
-        options.serveRpc(req, res, handler, call);
-      }).catch((e) => fault(req, res, e));
-      return;
-    }
-    const byMethod = options.rest.get(path);
-    const route = byMethod?.get(req.method ?? "");
-    if (!byMethod || !route) {
-      const allow = byMethod ? [...byMethod.keys()].join(", ") : undefined;
-      return refuseRoute(req, res, allow === undefined ? palmError("not_found") : palmError("method_not_allowed", { metadata: { allow } }));
-    }
-    void enter(req, res, route.method, "rest", (call) => options.serveRest(req, res, route, call)).catch((e) => fault(req, res, e));
-  };
-
-  /** A call connect answers itself (405, 415): context values only for the log's request id. */
-  function unadmitted(req: NodeRequest, method: DescMethod, res: NodeResponse): DoorCall {
-    const values = createContextValues();
-    values.set(kRequestId, newRequestId());
-    const signal = closeSignal(res);
-    return { contextValues: values, signal, record: (err) => record(req, method, values, signal, err) };
-  }
-
-  /**
-   * refuseRoute answers an unknown path (404) or method (405), which no RPC (and so no
+   * #refuseRoute answers an unknown path (404) or method (405), which no RPC (and so no
    * interceptor) sees: a gRPC client gets a trailers-only UNIMPLEMENTED with our ErrorInfo, every
    * other client the REST error body (Connect and gRPC-Web clients read it as unimplemented).
    */
-  function refuseRoute(req: NodeRequest, res: NodeResponse, err: ConnectError): void {
+  #refuseRoute(req: NodeRequest, res: NodeResponse, err: ConnectError): void {
     const requestId = newRequestId();
     err.metadata.set(REQUEST_ID_HEADER, requestId);
     const contentType = String(req.headers["content-type"] ?? "");
-    options.logger.info(
+    this.#options.logger.info(
       { request_id: requestId, protocol: "rest", method: `${req.method} ${pathOf(req)}`, status: httpStatusOf(err), code: reasonOf(err) },
       "request",
     );
@@ -189,9 +200,9 @@ export function createDoor(options: DoorOptions): NodeHandlerFn {
     respond(req, res, answerOf(grpc ? "grpc" : "rest", err, contentType));
   }
 
-  function fault(req: NodeRequest, res: NodeResponse, e: unknown): void {
-    // Only a bug in this file can get here; answer 500 generically.
-    options.logger.error({ err: e }, "door failed");
+  /** #fault: only a bug in this file can get here; answer 500 generically. */
+  #fault(req: NodeRequest, res: NodeResponse, e: unknown): void {
+    this.#options.logger.error({ err: e }, "door failed");
     const err = palmError("internal_error", { cause: e });
     err.metadata.set(REQUEST_ID_HEADER, newRequestId());
     respond(req, res, answerOf("rest", err, ""));
