@@ -98,3 +98,35 @@ export function rawRequest(options: {
     pump();
   });
 }
+
+/**
+ * postExpectingContinue POSTs `body` over HTTP/1.1 with "Expect: 100-continue", sending the body
+ * only once the server answers 100; resolves with the final status and whether the 100 came.
+ */
+export function postExpectingContinue(
+  port: number,
+  path: string,
+  headers: Record<string, string>,
+  body: string,
+): Promise<{ status: number; continued: boolean }> {
+  return new Promise((resolve, reject) => {
+    let continued = false;
+    const req = localPost(port, path, { ...headers, expect: "100-continue", "content-length": String(Buffer.byteLength(body)) });
+    req.on("continue", () => {
+      continued = true;
+      req.end(body);
+    });
+    req.on("response", (res) => {
+      res.resume();
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, continued }));
+      if (!continued) req.destroy();
+    });
+    req.on("error", (e) => (continued ? reject(e) : undefined));
+    req.flushHeaders();
+  });
+}
+
+/** localPost starts a POST to 127.0.0.1:`port` on a connection of its own (no agent); the caller sends the body. */
+export function localPost(port: number, path: string, headers: Record<string, string>): http.ClientRequest {
+  return http.request({ host: "127.0.0.1", port, path, method: "POST", agent: false, headers });
+}

@@ -4,7 +4,6 @@
  * its body is still held back by the client, and the server then ends the stream or connection:
  * the body is never read, decompressed or buffered. Real HTTP/1.1 and HTTP/2 clients, real Redis.
  */
-import http from "node:http";
 import http2 from "node:http2";
 import { findTrailerError } from "@connectrpc/connect/protocol-grpc";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
@@ -20,6 +19,7 @@ import { createTestAnalyzer } from "../helpers/analyzer.js";
 import { registerKey } from "../helpers/keys.js";
 import { capturingLogger } from "../helpers/logs.js";
 import { startRedis, uniquePrefix, type RedisProcess } from "../helpers/redis.js";
+import { localPost, postExpectingContinue } from "../helpers/rest.js";
 
 const ANALYZE = "/palm.v1.PalmService/Analyze";
 /** What the clients announce and never send: a whole 8 MiB body. */
@@ -106,14 +106,7 @@ function h2Held(headers: Record<string, string>): Promise<Held> {
 /** h1Held sends HTTP/1.1 request headers declaring a body and never sends it. */
 function h1Held(headers: Record<string, string>, path = ANALYZE): Promise<Held> {
   return new Promise((resolve, reject) => {
-    const req = http.request({
-      host: "127.0.0.1",
-      port,
-      path,
-      method: "POST",
-      agent: false,
-      headers: { "content-length": DECLARED, ...headers },
-    });
+    const req = localPost(port, path, { "content-length": DECLARED, ...headers });
     req.on("error", () => {});
     req.once("socket", (socket) => {
       const closed = new Promise<void>((r) => socket.once("close", () => r()));
@@ -381,36 +374,14 @@ describe("keyless 8 MiB bodies", () => {
 
 describe("Expect: 100-continue on the RPC paths", () => {
   it("Connect over HTTP/1.1: 100 Continue only once the key is admitted, so a refused client never sends its body", async () => {
+    const body = JSON.stringify({ image: Buffer.from("not an image").toString("base64") });
     const attempt = (apiKey?: string) =>
-      new Promise<{ status: number; continued: boolean }>((resolve, reject) => {
-        let continued = false;
-        const body = JSON.stringify({ image: Buffer.from("not an image").toString("base64") });
-        const req = http.request({
-          host: "127.0.0.1",
-          port,
-          path: ANALYZE,
-          method: "POST",
-          agent: false,
-          headers: {
-            "content-type": "application/json",
-            "connect-protocol-version": "1",
-            expect: "100-continue",
-            "content-length": Buffer.byteLength(body),
-            ...(apiKey ? { "x-api-key": apiKey } : {}),
-          },
-        });
-        req.on("continue", () => {
-          continued = true;
-          req.end(body);
-        });
-        req.on("response", (res) => {
-          res.resume();
-          res.on("end", () => resolve({ status: res.statusCode ?? 0, continued }));
-          if (!continued) req.destroy();
-        });
-        req.on("error", (e) => (continued ? reject(e) : undefined));
-        req.flushHeaders();
-      });
+      postExpectingContinue(
+        port,
+        ANALYZE,
+        { "content-type": "application/json", "connect-protocol-version": "1", ...(apiKey ? { "x-api-key": apiKey } : {}) },
+        body,
+      );
     expect(await within(attempt(), "keyless call never answered")).toEqual({ status: 401, continued: false });
     expect(await within(attempt(key), "keyed call never answered")).toEqual({ status: 400, continued: true });
   });

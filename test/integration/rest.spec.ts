@@ -14,7 +14,7 @@ import { createTestAnalyzer } from "../helpers/analyzer.js";
 import { makeImage } from "../helpers/images.js";
 import { registerKey } from "../helpers/keys.js";
 import { startRedis, uniquePrefix, type RedisProcess } from "../helpers/redis.js";
-import { expectErrorBody, postAnalyze, rawRequest } from "../helpers/rest.js";
+import { expectErrorBody, postAnalyze, postExpectingContinue, rawRequest } from "../helpers/rest.js";
 import { startServer, type TestServer } from "../helpers/server.js";
 
 let redis: RedisProcess;
@@ -341,35 +341,9 @@ describe("order of checks (docs/design.md)", () => {
 
 describe("REST transport details", () => {
   it("sends 100 Continue only after the key check, so a refused client never uploads its body", async () => {
+    const body = JSON.stringify({ image: b64(jpeg) });
     const attempt = (apiKey: string) =>
-      new Promise<{ status: number; continued: boolean }>((resolve, reject) => {
-        let continued = false;
-        const body = JSON.stringify({ image: b64(jpeg) });
-        const req = http.request({
-          host: "127.0.0.1",
-          port: srv.port,
-          path: "/v1/palm/analyze",
-          method: "POST",
-          agent: false,
-          headers: {
-            "content-type": "application/json",
-            "x-api-key": apiKey,
-            expect: "100-continue",
-            "content-length": Buffer.byteLength(body),
-          },
-        });
-        req.on("continue", () => {
-          continued = true;
-          req.end(body);
-        });
-        req.on("response", (res) => {
-          res.resume();
-          res.on("end", () => resolve({ status: res.statusCode ?? 0, continued }));
-          if (!continued) req.destroy();
-        });
-        req.on("error", (e) => (continued ? reject(e) : undefined));
-        req.flushHeaders();
-      });
+      postExpectingContinue(srv.port, "/v1/palm/analyze", { "content-type": "application/json", "x-api-key": apiKey }, body);
     expect(await attempt(generateApiKey())).toEqual({ status: 401, continued: false });
     expect(await attempt(key)).toEqual({ status: 200, continued: true });
   });
