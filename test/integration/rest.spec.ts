@@ -2,7 +2,6 @@
  * The REST surface against SPEC.md sections 2, 3 and 6: a real server, a real Redis, the real
  * engine and model. Every error case also checks that the client's quota is untouched.
  */
-import http from "node:http";
 import http2 from "node:http2";
 import sharp from "sharp";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
