@@ -495,7 +495,7 @@ def canonical_reported(probs, thr, det, min_palm):
     return np.array(out)
 
 
-def tune_canonical(net, data_root, calib_path):
+def tune_canonical(net, data_root, calib_path, one_se=False):
     """Calibration of a model for the canonical palm frame (2.0), on val_canon (palms),
     val_canon_fades (palms with long faint stretches) and val_canon_neg (backs of hands): line
     thresholds by the localised measure; the detection rule, `crop.min_palm` (the palm share the
@@ -525,10 +525,11 @@ def tune_canonical(net, data_root, calib_path):
 
     # The detection rule, the palm share and min_lines together, by balanced image-level accuracy
     # (palms answered with lines against backs answered without: in the canonical frame the palm
-    # check and min_lines share the work of refusing a back). One-standard-error rule: among the
-    # settings within one standard error of the best balanced accuracy, the one that detects the
-    # most true lines, then the looser; so one validation back cannot cost a whole step of
-    # min_confidence (2.1 on; the model card's "Calibration" says what it chose).
+    # check and min_lines share the work of refusing a back); ties to the share of true lines
+    # detected, then looser. With --one-se (candidates after 2.0.0): among the settings within one
+    # standard error of the best balanced accuracy, the one that detects the most true lines, then
+    # the looser, so one validation back cannot cost a whole step of min_confidence. Without it,
+    # the rule 2.0.0 was calibrated with (`run.sh release` reproduces it).
     share_pos = np.array([palm_share(p[0].astype(np.float32), thr["palm"]) for p in vp])
     share_neg = np.array([palm_share(p[0].astype(np.float32), thr["palm"]) for p in np_])
     has = vg[:, 1:].reshape(len(vg), 3, -1).any(axis=2)
@@ -544,9 +545,9 @@ def tune_canonical(net, data_root, calib_path):
                     palms = float(np.mean((share_pos >= min_palm) & (npos.sum(1) >= ml)))
                     clean = float(np.mean(~((share_neg >= min_palm) & (nneg.sum(1) >= ml))))
                     rows.append(((palms + clean) / 2, rate, mp, mc, min_palm, ml, palms, clean))
-    top = max(rows, key=lambda r: (r[0], r[1], -r[2], -r[3], -r[4], -r[5]))
-    se = 0.5 * np.sqrt(top[6] * (1 - top[6]) / len(vp) + top[7] * (1 - top[7]) / len(np_))
-    near = [r for r in rows if r[0] >= top[0] - se - 1e-9]
+    top = max(rows, key=lambda r: (round(r[0], 4), round(r[1], 4), -r[2], -r[3], -r[4], -r[5]))
+    se = 0.5 * np.sqrt(top[6] * (1 - top[6]) / len(vp) + top[7] * (1 - top[7]) / len(np_)) if one_se else 0.0
+    near = [r for r in rows if r[0] >= top[0] - se - 1e-9] if one_se else [top]
     _, rate, mp, mc, min_palm, ml, palms, clean = max(near, key=lambda r: (round(r[1], 4), -r[2], -r[3], -r[4], -r[5]))
     print(f"detection: best balanced accuracy {top[0]:.4f} (standard error {se:.4f}), {len(near)} settings within it")
     print(f"detection: min_pixels {mp}, min_confidence {mc}, min_palm {min_palm}, min_lines {ml}: val palms answered "
@@ -629,6 +630,8 @@ def main():
     ap.add_argument("--canonical", action="store_true",
                     help="a model for the canonical palm frame (2.0): tune on val_canon/val_canon_neg, evaluate on "
                          "{split}_canon/{split}_canon_neg")
+    ap.add_argument("--one-se", action="store_true",
+                    help="with --canonical --tune: the one-standard-error rule for the detection rule (candidates after 2.0.0)")
     ap.add_argument("--lines-on", default=None, metavar="DIR",
                     help="print only the line metrics on this crop-style set (e.g. a validation set) and stop")
     a = ap.parse_args()
@@ -637,7 +640,10 @@ def main():
     torch.set_num_threads(int(os.environ.get("TORCH_THREADS", "2")))
     net = exp.load_net(a.ckpt)
     if a.tune:
-        (tune_canonical if a.canonical else tune)(net, a.data, a.calib)
+        if a.canonical:
+            tune_canonical(net, a.data, a.calib, one_se=a.one_se)
+        else:
+            tune(net, a.data, a.calib)
         return
     if a.onnx:
         meta = {p.key: p.value for p in onnx.load(a.onnx).metadata_props}
