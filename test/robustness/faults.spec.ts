@@ -5,6 +5,7 @@
  * new connections are refused, exit code 0); slow clients trickling their bodies (cut off at
  * the body deadline, no worker held, health and other clients served meanwhile).
  */
+import { readFile } from "node:fs/promises";
 import net from "node:net";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { generateApiKey } from "../../src/auth/api-key.js";
@@ -128,9 +129,11 @@ describe("SIGTERM under load", () => {
     cleanups.push(() => server.kill("SIGKILL"));
     const { port, url } = server;
 
-    // 8 analyses at once on 2 workers: 2 running, 6 queued when the signal comes.
+    // 8 analyses at once on 2 workers: 2 running, 6 queued when the signal comes. The README's
+    // sample (a whole hand: every stage of the engine runs) so that they last well past it.
+    const sample = { image: (await readFile(new URL("../../examples/sample-palm.jpg", import.meta.url))).toString("base64") };
     const inFlight = Array.from({ length: 8 }, () =>
-      postAnalyze(url, body, { "x-api-key": key }).then((r) => ({ ...r, at: performance.now() })),
+      postAnalyze(url, sample, { "x-api-key": key }).then((r) => ({ ...r, at: performance.now() })),
     );
     await sleep(250);
     const signalledAt = performance.now();
