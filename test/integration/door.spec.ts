@@ -5,6 +5,7 @@
  * the body is never read, decompressed or buffered. Real HTTP/1.1 and HTTP/2 clients, real Redis.
  */
 import http2 from "node:http2";
+import * as grpc from "@grpc/grpc-js";
 import { findTrailerError } from "@connectrpc/connect/protocol-grpc";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
@@ -344,6 +345,29 @@ describe("keyless 8 MiB bodies", () => {
       );
     } finally {
       session.destroy();
+    }
+  });
+
+  it("grpc-js, the real client: 20 keyless 8 MiB calls on one channel are all answered UNAUTHENTICATED missing_api_key", async () => {
+    const client = new grpc.Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
+    const message = Buffer.alloc(8 * 1024 * 1024 - 16);
+    try {
+      const codes: string[] = [];
+      for (let i = 0; i < 20; i++) {
+        const call = new Promise<string>((resolve) =>
+          client.makeUnaryRequest(
+            ANALYZE,
+            (b: Buffer) => b,
+            (b: Buffer) => b,
+            message,
+            (err) => resolve(err ? `${err.code} ${err.details}` : "ok"),
+          ),
+        );
+        codes.push(await within(call, `grpc-js call ${i} never ended`));
+      }
+      expect(new Set(codes)).toEqual(new Set([`${grpc.status.UNAUTHENTICATED} ${ERRORS.missing_api_key.message}`]));
+    } finally {
+      client.close();
     }
   });
 
