@@ -604,7 +604,9 @@ def line_styles(rng, fades=False):
     `fades=2` (palm-lines 2.1's training sets) adds what hides a line's course on real palms:
     the life line's lower part very faint (4-25% of its depth) or broken into a chain of short
     offset pieces, folds across the base of the palm where the life line ends, and creases
-    parallel to the head line that do not start where it starts (see hard_extras)."""
+    parallel to the head line that do not start where it starts (see hard_extras). `fades=3`
+    keeps only the parallel creases (the same draws: a `fades=3` set is its `fades=2` twin
+    without the lower-life extras and the folds)."""
     st = {}
     for name in ("heart", "head", "life"):
         st[name] = dict(width=rng.uniform(0.007, 0.026), depth=rng.uniform(0.15, 0.6),
@@ -621,22 +623,27 @@ def line_styles(rng, fades=False):
                 start = {"start": rng.uniform(0.2, 0.5), "end": rng.uniform(0.35, 0.8),
                          "mid": rng.uniform(0.15, 0.85 - length)}[where]
                 st[name]["fade"] = (where, start, length, rng.uniform(0.15, 0.5))
-    if fades == 2:
-        hard_extras(rng, st)
+    if fades in (2, 3):
+        hard_extras(rng, st, parallel_only=fades == 3)
     return st
 
 
-def hard_extras(rng, st):
-    """The extras of `fades=2` (line_styles), drawn by render_hand; masks stay the true lines."""
+def hard_extras(rng, st, parallel_only=False):
+    """The extras of `fades=2` (line_styles), drawn by render_hand; masks stay the true lines.
+    `parallel_only` (fades=3) makes the same draws and keeps only the head line's parallel crease."""
     U = rng.uniform
+    life = {}
     if rng.random() < 0.4:
-        st["life"]["fade"] = ("end", U(0.4, 0.7), 0.0, U(0.04, 0.25))
+        life["fade"] = ("end", U(0.4, 0.7), 0.0, U(0.04, 0.25))
     if rng.random() < 0.35:
-        st["life"]["chain"] = (U(0.45, 0.7), int(rng.integers(2, 5)))
+        life["chain"] = (U(0.45, 0.7), int(rng.integers(2, 5)))
     if rng.random() < 0.35:
         side = 1.0 if rng.random() < 0.5 else -1.0
         st["head"]["parallel"] = (side * U(0.035, 0.09), U(0.1, 0.35), U(0.7, 1.0), U(0.6, 1.1))
-    st["wrist_folds"] = int(rng.integers(1, 4)) if rng.random() < 0.5 else 0
+    folds = int(rng.integers(1, 4)) if rng.random() < 0.5 else 0
+    if not parallel_only:
+        st["life"].update(life)
+        st["wrist_folds"] = folds
 
 
 def hand_pose(rng, photo_w, photo_h, h, scene):
