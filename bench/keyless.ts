@@ -8,7 +8,7 @@ import http2 from "node:http2";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { AnalyzeRequestSchema, PalmService } from "../gen/palm/v1/palm_pb.js";
 import { MAX_BODY_BYTES } from "../src/api/limits.js";
-import { processRunNs, runNs, type ServerProcess } from "../test/helpers/index.js";
+import { openH2Session, processRunNs, runNs, type ServerProcess } from "../test/helpers/index.js";
 import { median, quantile } from "./stats.js";
 
 export type RpcProtocol = "gRPC" | "Connect";
@@ -90,19 +90,6 @@ export function keylessCall(session: http2.ClientHttp2Session, protocol: RpcProt
   });
 }
 
-/** openSession opens a plaintext HTTP/2 connection to the server and waits until it is up. */
-export async function openSession(server: ServerProcess): Promise<http2.ClientHttp2Session> {
-  // As grpc-js does: the unsent writes of streams the server reset count against a Node client's
-  // session memory (10 MB by default), which would refuse this client's own later answers.
-  const session = http2.connect(server.url, { maxSessionMemory: Number.MAX_SAFE_INTEGER });
-  session.on("error", () => {}); // a call's own error says enough
-  await new Promise<void>((resolve, reject) => {
-    session.once("connect", () => resolve());
-    session.once("error", reject);
-  });
-  return session;
-}
-
 /** ServerCost is what keyless calls cost the server, measured from its side, and what the client saw. */
 export interface ServerCost {
   calls: number;
@@ -126,11 +113,11 @@ export interface ServerCost {
  * process. The rate both use while idle, measured for one second just before, is subtracted.
  */
 export async function keylessCost(server: ServerProcess, protocol: RpcProtocol, calls: number): Promise<ServerCost> {
-  let session = await openSession(server);
+  let session = await openH2Session(server.url);
   let connections = 0;
   const call = async () => {
     if (session.closed || session.destroyed) {
-      session = await openSession(server);
+      session = await openH2Session(server.url);
       connections++;
     }
     return keylessCall(session, protocol);
@@ -185,10 +172,10 @@ export async function keylessFlood(
   await Promise.all(
     Array.from({ length: clients }, async (_, i) => {
       const protocol: RpcProtocol = i % 2 === 0 ? "gRPC" : "Connect";
-      let session = await openSession(server);
+      let session = await openH2Session(server.url);
       try {
         while (!done) {
-          if (session.closed || session.destroyed) session = await openSession(server);
+          if (session.closed || session.destroyed) session = await openH2Session(server.url);
           const a = await keylessCall(session, protocol);
           calls++;
           const k = `${protocol} ${a.outcome}`;

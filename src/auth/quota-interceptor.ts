@@ -68,9 +68,14 @@ export function quotaLimitOf(planLimits: PlanLimits, plan: string): number {
 export async function refuseExhausted(store: Store, clientId: string, limit: number, now: Date): Promise<void> {
   const period = quotaPeriodOf(now);
   if ((await store.usage(clientId, period)) < limit) return;
+  throw exhausted(clientId, limit, period, secondsUntilReset(period, now));
+}
+
+/** exhausted is the 429 of a client whose `limit` units of `period` are all held: no unit remaining. */
+function exhausted(clientId: string, limit: number, period: QuotaPeriod, retryAfterSeconds: number) {
   const h = new Headers();
   setQuotaHeaders(h, limit, limit, period);
-  throw quotaExceeded(clientId, limit, secondsUntilReset(period, now), h);
+  return quotaExceeded(clientId, limit, retryAfterSeconds, h);
 }
 
 /**
@@ -198,11 +203,7 @@ function createTicket(o: TicketOptions): Ticket {
       renewTimer.unref();
     })());
 
-  const exceeded = () => {
-    const h = new Headers();
-    setQuotaHeaders(h, limit, limit, period);
-    return quotaExceeded(clientId, limit, o.retryAfter(), h);
-  };
+  const exceeded = () => exhausted(clientId, limit, period, o.retryAfter());
 
   return {
     reserve,

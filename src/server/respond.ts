@@ -2,7 +2,8 @@
  * Writing an answer whose request body may not have been read (a refusal at the door, a 413, a
  * REST error before the body ended), on HTTP/1.1 and HTTP/2 alike. An unread body is never
  * drained: HTTP/1.1 closes the connection after a bounded "lingering close", HTTP/2 resets the
- * stream with NO_ERROR after the answer (RFC 9113 8.1) and sends the connection a GOAWAY.
+ * stream with NO_ERROR after the answer (RFC 9113 8.1), and where the connection has its full
+ * windows also sends it a GOAWAY (endUnreadStream).
  */
 import http2 from "node:http2";
 import type net from "node:net";

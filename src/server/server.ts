@@ -64,8 +64,8 @@ export interface PalmServer {
  * so one photo goes up without waiting for a window update (HTTP/2's 64 KiB default costs a
  * round trip per 64 KiB; docs/decisions/http2-windows-8mib.md). What a connection's streams may
  * buffer together stays bounded by the connection window; a request is still refused past
- * MAX_BODY_BYTES. The connection gets its window with its first admitted request (a recognised
- * key): before that, 64 KiB, so keyless uploads cost the server next to nothing.
+ * MAX_BODY_BYTES. A connection gets both windows with its first admitted request (a recognised
+ * key): before that, 64 KiB each, so keyless uploads cost the server next to nothing.
  */
 export const H2_STREAM_WINDOW = MAX_BODY_BYTES;
 export const H2_CONNECTION_WINDOW = MAX_BODY_BYTES;

@@ -6,6 +6,7 @@
  */
 export { createTestAnalyzer } from "./analyzer.js";
 export { callUnary, createGrpcJsClient, decodeGrpcError, type GrpcJsResult } from "./grpc.js";
+export { openH2Session } from "./h2.js";
 export { makeHandPhoto, makeImage } from "./images.js";
 export { registerKey } from "./keys.js";
 export { freePort, waitForPort } from "./ports.js";
