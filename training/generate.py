@@ -49,9 +49,10 @@ def main():
     ap.add_argument("--shard", type=int, default=SHARD)
     ap.add_argument("--mix", default=",".join(str(v) for v in synth.DEFAULT_MIX),
                     help="shares of scenes,crops,negatives when --kind is not given (default %(default)s)")
-    ap.add_argument("--fades", type=int, nargs="?", const=1, default=0,
+    ap.add_argument("--fades", type=int, nargs="?", const=1, default=0, choices=(0, 1, 2, 3),
                     help="1 (or the bare flag): long faint stretches on the principal lines (training sets from 1.4.0 on); "
-                         "2: those plus the hard extras of synth.hard_extras (palm-lines 2.1's training sets)")
+                         "2: those plus the hard extras of synth.hard_extras (palm-lines 2.1's training sets); "
+                         "3: the same draws as 2 with only the head line's parallel crease kept")
     a = ap.parse_args()
     mix = tuple(float(v) for v in a.mix.split(","))
     if len(mix) != 3 or min(mix) < 0 or sum(mix) <= 0:
