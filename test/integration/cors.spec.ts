@@ -8,13 +8,11 @@ import { fromBinary } from "@bufbuild/protobuf";
 import { chromium, type Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HealthResponseSchema } from "../../gen/palm/v1/palm_pb.js";
-import { createMemoryStore } from "../../src/auth/memory-store.js";
 import type { Config } from "../../src/config.js";
 import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
 import { createTestAnalyzer } from "../helpers/analyzer.js";
 import { findChromium } from "../helpers/browser.js";
-import { registerKey } from "../helpers/keys.js";
-import { startServer, type TestServer } from "../helpers/server.js";
+import { startKeyedServer, type TestServer } from "../helpers/server.js";
 
 const APP = "https://app.example.com";
 let analyzer: EngineAnalyzer;
@@ -45,11 +43,9 @@ function request(
 }
 
 async function withServer(config: Partial<Config>, fn: (srv: TestServer, key: string) => Promise<void>): Promise<void> {
-  const store = createMemoryStore();
-  const key = await registerKey(store, "web", "free");
-  const srv = await startServer({ analyzer, store, config });
+  const srv = await startKeyedServer({ analyzer, client: "web", plan: "free", config });
   try {
-    await fn(srv, key);
+    await fn(srv, srv.key);
   } finally {
     await srv.close();
   }

@@ -9,11 +9,9 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import sharp from "sharp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createMemoryStore } from "../../src/auth/memory-store.js";
 import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
 import { createTestAnalyzer } from "../helpers/analyzer.js";
-import { registerKey } from "../helpers/keys.js";
-import { startServer, type TestServer } from "../helpers/server.js";
+import { startKeyedServer, type KeyedTestServer } from "../helpers/server.js";
 
 const run = promisify(execFile);
 const hasCurl = await run("curl", ["--version"]).then(
@@ -22,14 +20,13 @@ const hasCurl = await run("curl", ["--version"]).then(
 );
 const root = new URL("../../", import.meta.url).pathname;
 let analyzer: EngineAnalyzer;
-let srv: TestServer;
+let srv: KeyedTestServer;
 let key: string;
 
 beforeAll(async () => {
   analyzer = await createTestAnalyzer();
-  const store = createMemoryStore();
-  key = await registerKey(store, "dev", "pro");
-  srv = await startServer({ analyzer, store });
+  srv = await startKeyedServer({ analyzer, client: "dev", plan: "pro" });
+  key = srv.key;
 });
 afterAll(async () => {
   await srv?.close();

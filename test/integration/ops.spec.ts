@@ -11,8 +11,7 @@ import { createMemoryStore } from "../../src/auth/memory-store.js";
 import { createRedisStore } from "../../src/auth/redis-store.js";
 import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
 import { createTestAnalyzer } from "../helpers/analyzer.js";
-import { registerKey } from "../helpers/keys.js";
-import { startServer, type TestServer } from "../helpers/server.js";
+import { startKeyedServer, startServer, type KeyedTestServer, type TestServer } from "../helpers/server.js";
 
 let analyzer: EngineAnalyzer;
 beforeAll(async () => {
@@ -43,12 +42,11 @@ async function closedPort(): Promise<number> {
 }
 
 describe("GET /metrics on the main port", () => {
-  let srv: TestServer;
+  let srv: KeyedTestServer;
   let key: string;
   beforeAll(async () => {
-    const store = createMemoryStore();
-    key = await registerKey(store, "acme", "free");
-    srv = await startServer({ analyzer, store });
+    srv = await startKeyedServer({ analyzer, client: "acme", plan: "free" });
+    key = srv.key;
   });
   afterAll(() => srv?.close());
 

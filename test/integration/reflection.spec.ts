@@ -15,24 +15,21 @@ import {
   type ServerReflectionRequestSchema,
   type ServerReflectionResponse,
 } from "../../gen/grpc/reflection/v1/reflection_pb.js";
-import { createMemoryStore } from "../../src/auth/memory-store.js";
 import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
 import { createTestAnalyzer } from "../helpers/analyzer.js";
-import { registerKey } from "../helpers/keys.js";
-import { startServer, type TestServer } from "../helpers/server.js";
+import { startKeyedServer, type KeyedTestServer } from "../helpers/server.js";
 
 const run = promisify(execFile);
 const root = new URL("../../", import.meta.url).pathname;
 const buf = `${root}node_modules/.bin/buf`;
 let analyzer: EngineAnalyzer;
-let srv: TestServer;
+let srv: KeyedTestServer;
 let key: string;
 
 beforeAll(async () => {
   analyzer = await createTestAnalyzer();
-  const store = createMemoryStore();
-  key = await registerKey(store, "tools", "free");
-  srv = await startServer({ analyzer, store });
+  srv = await startKeyedServer({ analyzer, client: "tools", plan: "free" });
+  key = srv.key;
 });
 afterAll(async () => {
   await srv?.close();

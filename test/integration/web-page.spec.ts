@@ -7,12 +7,10 @@ import { mkdirSync, readFileSync } from "node:fs";
 import sharp from "sharp";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createMemoryStore } from "../../src/auth/memory-store.js";
 import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
 import { createTestAnalyzer } from "../helpers/analyzer.js";
 import { findChromium } from "../helpers/browser.js";
-import { registerKey } from "../helpers/keys.js";
-import { startServer, type TestServer } from "../helpers/server.js";
+import { startKeyedServer, type KeyedTestServer } from "../helpers/server.js";
 
 const root = new URL("../../", import.meta.url).pathname;
 const SAMPLE = `${root}examples/sample-palm.jpg`;
@@ -24,16 +22,15 @@ const browserPath = findChromium();
 if (!browserPath.path) console.warn(`web-page.spec.ts: skipped: ${browserPath.why}`);
 
 let analyzer: EngineAnalyzer;
-let srv: TestServer;
+let srv: KeyedTestServer;
 let devKey: string;
 let browser: Browser;
 
 beforeAll(async () => {
   if (!browserPath.path) return;
   analyzer = await createTestAnalyzer();
-  const store = createMemoryStore();
-  devKey = await registerKey(store, "dev", "pro");
-  srv = await startServer({ analyzer, store, devKey });
+  srv = await startKeyedServer({ analyzer, client: "dev", plan: "pro", showKeyOnPage: true });
+  devKey = srv.key;
   browser = await chromium.launch({ executablePath: browserPath.path, args: ["--no-sandbox"] });
 });
 afterAll(async () => {

@@ -9,7 +9,6 @@ import { readFile } from "node:fs/promises";
 import net from "node:net";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { generateApiKey } from "../../src/auth/api-key.js";
-import { createMemoryStore } from "../../src/auth/memory-store.js";
 import { quotaPeriodOf } from "../../src/auth/quota-period.js";
 import { createRedisStore } from "../../src/auth/redis-store.js";
 import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
@@ -18,7 +17,7 @@ import { makeImage } from "../helpers/images.js";
 import { registerKey } from "../helpers/keys.js";
 import { startRedis, uniquePrefix } from "../helpers/redis.js";
 import { postAnalyze, rawRequest } from "../helpers/rest.js";
-import { startServer } from "../helpers/server.js";
+import { startKeyedServer, startServer } from "../helpers/server.js";
 import { startServerProcess } from "../helpers/server-process.js";
 
 let analyzer: EngineAnalyzer;
@@ -154,10 +153,9 @@ describe("slow clients trickling their bodies", () => {
   it("are cut off at the body deadline without holding a worker, while health and other clients are served", async () => {
     const one = await createTestAnalyzer({ workers: 1, maxQueue: 0 }); // any held worker would show as 503 overloaded
     cleanups.push(() => one?.close());
-    const store = createMemoryStore();
-    const srv = await startServer({ analyzer: one, store, config: { bodyTimeoutMs: 1500 } });
+    const srv = await startKeyedServer({ analyzer: one, client: "acme", plan: "pro", config: { bodyTimeoutMs: 1500 } });
     cleanups.push(() => srv.close());
-    const key = await registerKey(store, "acme", "pro");
+    const { store, key } = srv;
 
     // 8 clients send headers and a JSON prefix, then one byte every 100 ms, forever.
     const started = performance.now();
@@ -201,10 +199,9 @@ describe("slow clients trickling their bodies", () => {
   });
 
   it("get SPEC.md's 504 timeout as JSON when their request headers never finish", async () => {
-    const store = createMemoryStore();
-    const srv = await startServer({ analyzer, store, config: { headersTimeoutMs: 500 } });
+    const srv = await startKeyedServer({ analyzer, client: "acme", plan: "pro", config: { headersTimeoutMs: 500 } });
     cleanups.push(() => srv.close());
-    const key = await registerKey(store, "acme", "pro");
+    const { store, key } = srv;
     const socket = net.connect(srv.port, "127.0.0.1");
     const chunks: Buffer[] = [];
     socket.on("data", (c: Buffer) => chunks.push(c));

@@ -6,19 +6,17 @@
  */
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createMemoryStore } from "../../src/auth/memory-store.js";
 import { quotaPeriodOf } from "../../src/auth/quota-period.js";
 import type { Store } from "../../src/auth/store.js";
 import { ERRORS } from "../../src/errors.js";
 import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
 import { createTestAnalyzer } from "../helpers/analyzer.js";
 import { makeImage } from "../helpers/images.js";
-import { registerKey } from "../helpers/keys.js";
-import { startServer, type TestServer } from "../helpers/server.js";
+import { startKeyedServer, type KeyedTestServer } from "../helpers/server.js";
 
 let analyzer: EngineAnalyzer;
 let store: Store;
-let srv: TestServer;
+let srv: KeyedTestServer;
 let key: string;
 let jpeg: Buffer;
 let png: Buffer;
@@ -26,10 +24,8 @@ let ok = 0;
 
 beforeAll(async () => {
   [analyzer, jpeg, png] = await Promise.all([createTestAnalyzer(), makeImage(96, 80, "jpeg"), makeImage(96, 80, "png")]);
-  store = createMemoryStore();
-  // A deep queue: the fuzzer sends one request at a time, overload is not what is tested here.
-  srv = await startServer({ analyzer, store });
-  key = await registerKey(store, "fuzz", "pro");
+  srv = await startKeyedServer({ analyzer, client: "fuzz", plan: "pro" });
+  ({ store, key } = srv);
 });
 afterAll(async () => {
   await srv?.close();
