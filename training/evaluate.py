@@ -98,11 +98,68 @@ def select_line(prob, thr, det, palm_dist=None):
         near[np.unique(lab[(dist <= 0.06 * S) & (lab > 0)])] = True
         extra = near & (sizes >= speck) & (plaus >= 0.25 * plaus[best])
         extra[0] = False
+        if ALONGSIDE_RULE:
+            tips = line_tips(lab == best)
+            for k in np.nonzero(extra)[0]:
+                extra[k] = continues_line(lab == k, tips, 0.03 * S)
         keep |= extra
     kept = (keep[lab] & (lab > 0)).astype(np.uint8)
     pixels = int(kept.sum())
     detected = pixels >= det["min_pixels"] and float(prob[kept > 0].mean()) >= det["min_confidence"]
     return (kept if detected else none), detected
+
+
+# A piece broken off the best component is kept only where it continues the line past one of its
+# ends, not where it runs alongside it within its extent (a parallel crease): the engine's
+# continuesLine.
+ALONGSIDE_RULE = True
+
+
+def geodesic(comp, start):
+    """8-connected step counts from pixel `start` (a flat index) inside `comp`, -1 outside."""
+    H, W = comp.shape
+    flat = comp.ravel()
+    dist = np.full(flat.shape, -1, np.int64)
+    dist[start] = 0
+    queue = [start]
+    for i in queue:
+        y, x = divmod(i, W)
+        for dy in (-1, 0, 1):
+            for dx in (-1, 0, 1):
+                yy, xx = y + dy, x + dx
+                if 0 <= yy < H and 0 <= xx < W:
+                    j = yy * W + xx
+                    if flat[j] and dist[j] < 0:
+                        dist[j] = dist[i] + 1
+                        queue.append(j)
+    return dist
+
+
+def line_tips(comp):
+    """The two ends of a component's longest course, each with its outward direction: the pixel
+    farthest (in 8-connected steps inside the component) from its first pixel in raster order,
+    then the one farthest from that (ties to the first in raster order); the direction from the
+    mean of the pixels min(10, length / 2) steps inside to the end (the engine's lineTips)."""
+    W = comp.shape[1]
+    a = int(np.argmax(geodesic(comp, int(np.argmax(comp.ravel())))))
+    da = geodesic(comp, a)
+    b = int(np.argmax(da))
+    db = geodesic(comp, b)
+    inside = min(10, int(da[b]) // 2)
+    tips = []
+    for e, de in ((a, da), (b, db)):
+        pe = np.array(divmod(e, W), np.float64)
+        c = np.argwhere((de == inside).reshape(comp.shape)).mean(0)
+        t = pe - c
+        n = float(np.hypot(*t))
+        tips.append((pe, t / n if n > 0 else t))
+    return tips
+
+
+def continues_line(piece, tips, reach):
+    """Whether `piece` reaches at least `reach` pixels past one of the tips along its direction."""
+    pp = np.argwhere(piece).astype(np.float64)
+    return any(float(((pp - pe) @ t).max()) >= reach for pe, t in tips)
 
 
 def grow_line(prob, kept, low, palm_dist=None):

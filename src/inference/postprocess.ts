@@ -159,8 +159,9 @@ function distanceTo(seed: Uint8Array, size: number): Float32Array {
  * of the palm mask: the model's lines are trained inside the palm, so a crease on a finger or
  * the wrist is not one), and is scored by that mass;
  * the best one is kept together with sizeable pieces of the same crease broken off it (mass at
- * least 25% of the best, within 6% of S). Detected = kept pixels >= minPixels and mean
- * probability >= minConfidence.
+ * least 25% of the best, within 6% of S, reaching at least 3% of S past one of its ends: a
+ * crease running alongside it within its length is another crease, not a piece of the line).
+ * Detected = kept pixels >= minPixels and mean probability >= minConfidence.
  */
 export function selectLine(prob: Float32Array, size: number, options: SelectLineOptions): LineSelection {
   const n = size * size;
@@ -200,8 +201,11 @@ export function selectLine(prob: Float32Array, size: number, options: SelectLine
       const k = comps.labels[i];
       if (k !== 0 && dist[i] <= gap) near[k] = 1;
     }
+    const tips = lineTips(comps.labels, best, size);
+    const reach = 0.03 * size;
     for (let k = 1; k <= comps.count; k++) {
-      if (k !== best && near[k] && comps.sizes[k] >= speck && plausible[k] >= 0.25 * plausible[best]) keep[k] = 1;
+      if (k === best || !near[k] || comps.sizes[k] < speck || plausible[k] < 0.25 * plausible[best]) continue;
+      if (continuesLine(comps.labels, k, tips, reach)) keep[k] = 1;
     }
   }
   let pixels = 0;
@@ -217,6 +221,99 @@ export function selectLine(prob: Float32Array, size: number, options: SelectLine
   const detected = pixels >= options.minPixels && meanProb >= options.minConfidence;
   if (!detected) return { detected: false, kept: new Uint8Array(n), pixels: 0, meanProb: 0 };
   return { detected, kept, pixels, meanProb };
+}
+
+/** LineTip is one end of a component's longest course and its outward unit direction (u, v). */
+interface LineTip {
+  u: number;
+  v: number;
+  du: number;
+  dv: number;
+}
+
+/** geodesic counts 8-connected steps from pixel `start` inside component `k` of `labels` (-1 outside). */
+function geodesic(labels: Int32Array, k: number, size: number, start: number): Int32Array {
+  const dist = new Int32Array(labels.length).fill(-1);
+  const queue = new Int32Array(labels.length);
+  let head = 0;
+  let tail = 0;
+  dist[start] = 0;
+  queue[tail++] = start;
+  while (head < tail) {
+    const i = queue[head++];
+    const u = i % size;
+    const v = (i - u) / size;
+    for (let dv = -1; dv <= 1; dv++) {
+      const vv = v + dv;
+      if (vv < 0 || vv >= size) continue;
+      for (let du = -1; du <= 1; du++) {
+        const uu = u + du;
+        if (uu < 0 || uu >= size) continue;
+        const j = vv * size + uu;
+        if (labels[j] === k && dist[j] < 0) {
+          dist[j] = dist[i] + 1;
+          queue[tail++] = j;
+        }
+      }
+    }
+  }
+  return dist;
+}
+
+/** farthest is the first pixel (raster order) at the largest distance. */
+function farthest(dist: Int32Array): number {
+  let best = 0;
+  for (let i = 1; i < dist.length; i++) if (dist[i] > dist[best]) best = i;
+  return best;
+}
+
+/**
+ * lineTips: the two ends of component `k`'s longest course (the pixel farthest in 8-connected
+ * steps from its first pixel in raster order, then the one farthest from that), each with its
+ * outward direction, from the mean of the pixels min(10, length / 2) steps inside to the end.
+ * training/evaluate.py `line_tips` is the same rule.
+ */
+function lineTips(labels: Int32Array, k: number, size: number): LineTip[] {
+  const first = labels.indexOf(k);
+  const a = farthest(geodesic(labels, k, size, first));
+  const da = geodesic(labels, k, size, a);
+  const b = farthest(da);
+  const db = geodesic(labels, k, size, b);
+  const inside = Math.min(10, Math.floor(da[b] / 2));
+  return [
+    [a, da],
+    [b, db],
+  ].map(([end, dist]) => {
+    const e = end as number;
+    const d = dist as Int32Array;
+    let su = 0;
+    let sv = 0;
+    let n = 0;
+    for (let i = 0; i < d.length; i++) {
+      if (d[i] !== inside) continue;
+      su += i % size;
+      sv += Math.floor(i / size);
+      n++;
+    }
+    const u = e % size;
+    const v = Math.floor(e / size);
+    const tu = u - su / n;
+    const tv = v - sv / n;
+    const len = Math.hypot(tu, tv);
+    return { u, v, du: len > 0 ? tu / len : 0, dv: len > 0 ? tv / len : 0 };
+  });
+}
+
+/** continuesLine: some pixel of component `k` lies at least `reach` pixels past one of the tips, along its direction. */
+function continuesLine(labels: Int32Array, k: number, tips: LineTip[], reach: number): boolean {
+  const size = Math.round(Math.sqrt(labels.length));
+  for (let i = 0; i < labels.length; i++) {
+    if (labels[i] !== k) continue;
+    const u = i % size;
+    const v = (i - u) / size;
+    for (const t of tips) if ((u - t.u) * t.du + (v - t.v) * t.dv >= reach) return true;
+  }
+  return false;
 }
 
 /**

@@ -90,6 +90,18 @@ describe("selectLine()", () => {
     expect(sel.kept[50 * S + 20]).toBe(0);
   });
 
+  it("keeps a piece that continues the line past its end, drops a crease running alongside it (hand1's head line)", () => {
+    const prob = map([
+      [5, 30, 40, 32], // the line: 70 px
+      [30, 34, 55, 36], // overlaps its end, reaches 15 px past it (3% of S is 2 px): a broken line's next piece
+      [10, 26, 38, 28], // 2 px above it, within its length: a parallel crease
+    ]);
+    const sel = selectLine(prob, S, opts);
+    expect(sel.kept[35 * S + 50]).toBe(1);
+    expect(sel.kept[27 * S + 20]).toBe(0);
+    expect(sel.pixels).toBe(70 + 50);
+  });
+
   it("detects nothing below min_pixels or min_confidence", () => {
     expect(selectLine(map([[10, 10, 15, 13]]), S, opts).detected).toBe(false); // 15 px < 20
     const faint = selectLine(map([[10, 10, 40, 12, 0.55]]), S, opts); // mean 0.55 < 0.6
