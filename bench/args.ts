@@ -22,3 +22,22 @@ export function envArg(name: string): Record<string, string> {
       .map((kv) => kv.split("=", 2) as [string, string]),
   );
 }
+
+/**
+ * checkArgs stops the script before it runs anything when the command line has a word it does
+ * not know (a typo would otherwise run the whole default bench): `--help` or `-h` prints `usage`
+ * and exits 0, an unknown option prints it to stderr and exits 2.
+ */
+export function checkArgs(usage: string, flags: readonly string[], valued: readonly string[]): void {
+  if (argv.includes("--help") || argv.includes("-h")) {
+    process.stdout.write(usage);
+    process.exit(0);
+  }
+  for (let i = 0; i < argv.length; i++) {
+    if (valued.includes(argv[i]) && i + 1 < argv.length) i++;
+    else if (!flags.includes(argv[i])) {
+      process.stderr.write(`bench: unknown option ${JSON.stringify(argv[i])}\n${usage}`);
+      process.exit(2);
+    }
+  }
+}

@@ -3,14 +3,7 @@
  * (every target, and the rows read next to them) and prints one table: target, measured value,
  * pass or miss.
  *
- *   npm run bench [-- --quick]                    every default scenario (--quick: a short smoke run)
- *   npm run bench -- --list                       the scenario table
- *   npm run bench -- --scenario a,b               those scenarios only
- *   npm run bench -- --write                      also regenerate bench/RESULTS.md's table in place
- *   npm run bench -- --json FILE                  also write the results as JSON
- *   npm run bench -- --env K=V[,K=V]              extra environment for every server started
- *   npm run bench -- --a DIR | --a-env K=V ...    side A of the A/B scenarios (B: --b DIR, --b-env)
- *   npm run bench -- --protocol gRPC|REST         protocol of the generic health-ab scenario
+ *   npm run bench -- --help                       the options (USAGE below)
  */
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
@@ -18,7 +11,7 @@ import sharp from "sharp";
 import { generateApiKey } from "../src/auth/api-key.js";
 import { createPipelineEngine, type PipelineEngineHandle } from "../src/inference/pipeline.js";
 import { startCommand, startServerProcess, type ServerProcess } from "../test/helpers/index.js";
-import { argv, argValue, envArg, hasFlag } from "./args.js";
+import { argv, argValue, checkArgs, envArg, hasFlag } from "./args.js";
 import {
   SCENARIOS,
   SERVERS,
@@ -158,7 +151,19 @@ function writeResults(block: string): void {
   writeFileSync(RESULTS, `${text.slice(0, a + BEGIN.length)}\n${block}${text.slice(b)}`);
 }
 
+const USAGE = `usage:
+  npm run bench [-- --quick]                    every default scenario (--quick: a short smoke run)
+  npm run bench -- --list                       the scenario table
+  npm run bench -- --scenario a,b               those scenarios only
+  npm run bench -- --write                      also regenerate bench/RESULTS.md's table in place
+  npm run bench -- --json FILE                  also write the results as JSON
+  npm run bench -- --env K=V[,K=V]              extra environment for every server started
+  npm run bench -- --a DIR | --a-env K=V ...    side A of the A/B scenarios (B: --b DIR, --b-env)
+  npm run bench -- --protocol gRPC|REST         protocol of the generic health-ab scenario
+`;
+
 async function main(): Promise<void> {
+  checkArgs(USAGE, ["--quick", "--list", "--write"], ["--scenario", "--json", "--env", "--a", "--a-env", "--b", "--b-env", "--protocol"]);
   if (hasFlag("--list")) {
     process.stdout.write(`${listTable()}\n`);
     return;
