@@ -8,7 +8,8 @@
 * Lines: on crop-style images (test_crop: exactly what the engine's second pass sees), per line,
   precision / recall / F1 of line pixels with a 3-pixel tolerance at 256x256, pooled over the set.
   Reported raw (thresholded probabilities) and after the engine's post-processing (selectLine:
-  the component with the most probability mass near the palm plus pieces broken off it, kept
+  the component with the most probability mass near the palm plus pieces broken off it that
+  continue it past one of its ends, kept
   when it passes the detection rule; none when fewer than `min_lines` lines pass), and the share
   of lines *localised* as ../shared/real-palms/README.md scores real photos (mask within 4% of
   the palm width of the true crease centre on average, covering at least 60% of it).
@@ -69,7 +70,8 @@ def select_line(prob, thr, det, palm_dist=None):
     """The engine's selectLine (src/inference/postprocess.ts): components above the threshold,
     specks (under min_pixels / 4) dropped; a component must have at least half its probability
     mass within 3% of S of the palm (when a palm distance map is given); the one with the most
-    such mass is kept with sizeable pieces broken off it (mass >= 25% of it, within 6% of S).
+    such mass is kept with sizeable pieces broken off it (mass >= 25% of it, within 6% of S,
+    reaching 3% of S past one of its ends: continues_line).
     Distances are Euclidean here (the engine's are chamfer 3-4, within a few %).
     Returns (kept mask, detected)."""
     S = prob.shape[0]
@@ -111,7 +113,7 @@ def select_line(prob, thr, det, palm_dist=None):
 
 # A piece broken off the best component is kept only where it continues the line past one of its
 # ends, not where it runs alongside it within its extent (a parallel crease): the engine's
-# continuesLine.
+# continuesLine. False gives the rule of 2.0.0's release, to measure what the rule changes.
 ALONGSIDE_RULE = True
 
 
