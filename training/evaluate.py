@@ -9,8 +9,8 @@
   precision / recall / F1 of line pixels with a 3-pixel tolerance at 256x256, pooled over the set.
   Reported raw (thresholded probabilities) and after the engine's post-processing (selectLine:
   the component with the most probability mass near the palm plus pieces broken off it that
-  continue it past one of its ends, kept
-  when it passes the detection rule; none when fewer than `min_lines` lines pass), and the share
+  continue it past one of its ends, kept when it passes the detection rule; none when fewer than
+  `min_lines` lines pass), and the share
   of lines *localised* as ../shared/real-palms/README.md scores real photos (mask within 4% of
   the palm width of the true crease centre on average, covering at least 60% of it).
 * Palm: IoU of the thresholded palm channel on whole letterboxed scenes (test_scene), mean over
