@@ -58,11 +58,11 @@ export function thin(mask: Uint8Array, size: number): Uint8Array {
 }
 
 /**
- * Breadth-first walk from `from` over its 8-connected skeleton component: hop counts in `dist`
- * (-1 where not reached) and each pixel's predecessor in `back`. Returns the farthest pixel and
- * the component's pixels.
+ * Breadth-first walk from `from` over its 8-connected component of `skel` (a skeleton, or any
+ * mask): hop counts in `dist` (the caller fills it with -1; -1 stays where not reached) and each
+ * pixel's predecessor in `back`. Returns the farthest pixel and the component's pixels.
  */
-function walk(skel: Uint8Array, size: number, from: number, dist: Int32Array, back: Int32Array): { far: number; members: number[] } {
+export function walk(skel: Uint8Array, size: number, from: number, dist: Int32Array, back: Int32Array): { far: number; members: number[] } {
   const members = [from];
   dist[from] = 0;
   back[from] = -1;

@@ -6,6 +6,7 @@
 import type { BoxMask } from "../image/mask.js";
 import type { Point } from "../landmarks/geometry.js";
 import { frameToImage, imageToFrame, type PalmFrame } from "../landmarks/palm-frame.js";
+import { walk } from "./line-geometry.js";
 
 /** Components is a labelling of a binary S x S map. */
 export interface Components {
@@ -233,30 +234,10 @@ interface LineTip {
 
 /** geodesic counts 8-connected steps from pixel `start` inside component `k` of `labels` (-1 outside). */
 function geodesic(labels: Int32Array, k: number, size: number, start: number): Int32Array {
+  const mask = new Uint8Array(labels.length);
+  for (let i = 0; i < labels.length; i++) if (labels[i] === k) mask[i] = 1;
   const dist = new Int32Array(labels.length).fill(-1);
-  const queue = new Int32Array(labels.length);
-  let head = 0;
-  let tail = 0;
-  dist[start] = 0;
-  queue[tail++] = start;
-  while (head < tail) {
-    const i = queue[head++];
-    const u = i % size;
-    const v = (i - u) / size;
-    for (let dv = -1; dv <= 1; dv++) {
-      const vv = v + dv;
-      if (vv < 0 || vv >= size) continue;
-      for (let du = -1; du <= 1; du++) {
-        const uu = u + du;
-        if (uu < 0 || uu >= size) continue;
-        const j = vv * size + uu;
-        if (labels[j] === k && dist[j] < 0) {
-          dist[j] = dist[i] + 1;
-          queue[tail++] = j;
-        }
-      }
-    }
-  }
+  walk(mask, size, start, dist, new Int32Array(labels.length));
   return dist;
 }
 
