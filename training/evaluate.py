@@ -10,9 +10,9 @@
   Reported raw (thresholded probabilities) and after the engine's post-processing (selectLine:
   the component with the most probability mass near the palm plus pieces broken off it that
   continue it past one of its ends, kept when it passes the detection rule; none when fewer than
-  `min_lines` lines pass), and the share
-  of lines *localised* as ../shared/real-palms/README.md scores real photos (mask within 4% of
-  the palm width of the true crease centre on average, covering at least 60% of it).
+  `min_lines` lines pass), and the share of lines *localised* as ../shared/real-palms/README.md
+  scores real photos (mask within 4% of the palm width of the true crease centre on average,
+  covering at least 60% of it).
 * Palm: IoU of the thresholded palm channel on whole letterboxed scenes (test_scene), mean over
   images and pooled; through both passes, as the engine localises the palm (the crop pass's palm
   on a crop re-rendered from the photo at the pass-1 box, palm outside the crop counted as
@@ -100,7 +100,7 @@ def select_line(prob, thr, det, palm_dist=None):
         near[np.unique(lab[(dist <= 0.06 * S) & (lab > 0)])] = True
         extra = near & (sizes >= speck) & (plaus >= 0.25 * plaus[best])
         extra[0] = False
-        if ALONGSIDE_RULE:
+        if ALONGSIDE_RULE and extra.any():
             tips = line_tips(lab == best)
             for k in np.nonzero(extra)[0]:
                 extra[k] = continues_line(lab == k, tips, 0.03 * S)

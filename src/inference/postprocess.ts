@@ -202,11 +202,11 @@ export function selectLine(prob: Float32Array, size: number, options: SelectLine
       const k = comps.labels[i];
       if (k !== 0 && dist[i] <= gap) near[k] = 1;
     }
-    const tips = lineTips(comps.labels, best, size);
-    const reach = 0.03 * size;
+    let tips: LineTip[] | undefined; // only when some piece is a candidate
     for (let k = 1; k <= comps.count; k++) {
       if (k === best || !near[k] || comps.sizes[k] < speck || plausible[k] < 0.25 * plausible[best]) continue;
-      if (continuesLine(comps.labels, k, tips, reach)) keep[k] = 1;
+      tips ??= lineTips(comps.labels, best, size);
+      if (continuesLine(comps.labels, k, size, tips, 0.03 * size)) keep[k] = 1;
     }
   }
   let pixels = 0;
@@ -232,15 +232,6 @@ interface LineTip {
   dv: number;
 }
 
-/** geodesic counts 8-connected steps from pixel `start` inside component `k` of `labels` (-1 outside). */
-function geodesic(labels: Int32Array, k: number, size: number, start: number): Int32Array {
-  const mask = new Uint8Array(labels.length);
-  for (let i = 0; i < labels.length; i++) if (labels[i] === k) mask[i] = 1;
-  const dist = new Int32Array(labels.length).fill(-1);
-  walk(mask, size, start, dist, new Int32Array(labels.length));
-  return dist;
-}
-
 /** farthest is the first pixel (raster order) at the largest distance. */
 function farthest(dist: Int32Array): number {
   let best = 0;
@@ -255,39 +246,39 @@ function farthest(dist: Int32Array): number {
  * training/evaluate.py `line_tips` is the same rule.
  */
 function lineTips(labels: Int32Array, k: number, size: number): LineTip[] {
-  const first = labels.indexOf(k);
-  const a = farthest(geodesic(labels, k, size, first));
-  const da = geodesic(labels, k, size, a);
-  const b = farthest(da);
-  const db = geodesic(labels, k, size, b);
-  const inside = Math.min(10, Math.floor(da[b] / 2));
-  return [
-    [a, da],
-    [b, db],
-  ].map(([end, dist]) => {
-    const e = end as number;
-    const d = dist as Int32Array;
+  const mask = new Uint8Array(labels.length);
+  for (let i = 0; i < labels.length; i++) if (labels[i] === k) mask[i] = 1;
+  const back = new Int32Array(labels.length);
+  // Steps from `start` inside the component (-1 outside), by line-geometry's breadth-first walk.
+  const steps = (start: number) => {
+    const dist = new Int32Array(labels.length).fill(-1);
+    walk(mask, size, start, dist, back);
+    return dist;
+  };
+  const a = farthest(steps(labels.indexOf(k)));
+  const fromA = steps(a);
+  const b = farthest(fromA);
+  const inside = Math.min(10, Math.floor(fromA[b] / 2));
+  const tip = (end: number, dist: Int32Array): LineTip => {
     let su = 0;
     let sv = 0;
     let n = 0;
-    for (let i = 0; i < d.length; i++) {
-      if (d[i] !== inside) continue;
+    for (let i = 0; i < dist.length; i++) {
+      if (dist[i] !== inside) continue;
       su += i % size;
       sv += Math.floor(i / size);
       n++;
     }
-    const u = e % size;
-    const v = Math.floor(e / size);
-    const tu = u - su / n;
-    const tv = v - sv / n;
-    const len = Math.hypot(tu, tv);
-    return { u, v, du: len > 0 ? tu / len : 0, dv: len > 0 ? tv / len : 0 };
-  });
+    const u = end % size;
+    const v = Math.floor(end / size);
+    const len = Math.hypot(u - su / n, v - sv / n);
+    return { u, v, du: len > 0 ? (u - su / n) / len : 0, dv: len > 0 ? (v - sv / n) / len : 0 };
+  };
+  return [tip(a, fromA), tip(b, steps(b))];
 }
 
 /** continuesLine: some pixel of component `k` lies at least `reach` pixels past one of the tips, along its direction. */
-function continuesLine(labels: Int32Array, k: number, tips: LineTip[], reach: number): boolean {
-  const size = Math.round(Math.sqrt(labels.length));
+function continuesLine(labels: Int32Array, k: number, size: number, tips: LineTip[], reach: number): boolean {
   for (let i = 0; i < labels.length; i++) {
     if (labels[i] !== k) continue;
     const u = i % size;
