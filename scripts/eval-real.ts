@@ -19,15 +19,13 @@
  */
 import { existsSync } from "node:fs";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { parseArgs } from "node:util";
 import sharp, { type Sharp } from "sharp";
 import { LINE_NAMES, type LineName } from "../src/inference/analyzer-types.js";
 import { createAnalyzer } from "../src/inference/analyzer.js";
+import { REAL_DIR as REAL, type RealAnnotation, readRealAnnotations, trueHandedness } from "./real-palms.js";
 
-const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "..");
-const REAL = resolve(REPO, "../shared/real-palms");
 /** Distance bound of "localised", as a fraction of palm_width_px. */
 const MAX_DIST = 0.04;
 /** Coverage bound of "localised". */
@@ -67,29 +65,7 @@ const VARIANTS: Variant[] = [
   { name: "turned 270", apply: (i) => i.rotate(270), point: ([x, y], w) => [y, w - x] },
 ];
 
-/**
- * trueHandedness reads which hand a palm is from its annotation: with y down, a right palm has
- * its radial side (where the head line starts) to the right of its ulnar side (where the heart
- * line starts) when seen with the wrist (the life line's end) down: a positive cross product.
- */
-function trueHandedness(lines: Annotation["lines"]): "left" | "right" {
-  const ulnar = lines.heart.points[0];
-  const radial = lines.head.points[0];
-  const hp = lines.heart.points;
-  const mid: Point = [hp.reduce((s, p) => s + p[0], 0) / hp.length, hp.reduce((s, p) => s + p[1], 0) / hp.length];
-  const wrist = lines.life.points[lines.life.points.length - 1];
-  const across: Point = [radial[0] - ulnar[0], radial[1] - ulnar[1]];
-  const down: Point = [wrist[0] - mid[0], wrist[1] - mid[1]];
-  return across[0] * down[1] - across[1] * down[0] > 0 ? "right" : "left";
-}
-
-interface Annotation {
-  file: string;
-  width: number;
-  height: number;
-  palm_width_px: number;
-  lines: Record<LineName, { points: [number, number][]; confidence: string }>;
-}
+type Annotation = RealAnnotation & { lines: Record<LineName, { points: Point[]; confidence: string }> };
 
 type Point = [number, number];
 
@@ -230,7 +206,8 @@ async function main(): Promise<number> {
     console.log(`eval-real: ${REAL} is absent; nothing to evaluate.`);
     return 0;
   }
-  const annotations = JSON.parse(await readFile(join(REAL, "annotations.json"), "utf8")) as { images: Annotation[] };
+  // Scored: the photos whose three lines are annotated (a line not visible is left out of the file).
+  const annotations = { images: readRealAnnotations().filter((a): a is Annotation => trueHandedness(a.lines) !== undefined) };
   const analyzer = await createAnalyzer({ modelPath: values.model, workers: 1 });
   const header = [
     "image".padEnd(14),
@@ -248,6 +225,7 @@ async function main(): Promise<number> {
     console.log(`model ${analyzer.model}`);
     for (const variant of VARIANTS) {
       const count = { heart: 0, head: 0, life: 0 } as Record<LineName, number>;
+      let wrong = 0;
       let hands = 0;
       let ms = 0;
       for (const a of annotations.images) {
@@ -265,6 +243,7 @@ async function main(): Promise<number> {
           const { data } = await sharp(result.masks[line]).toColourspace("b-w").raw().toBuffer({ resolveWithObject: true });
           const s = scoreLine(data, result.width, result.height, pts, a.palm_width_px, result.stats[line].detected);
           if (s.localised) count[line]++;
+          else if (s.detected) wrong++;
           if (variant.name === "as taken" || values.detail) {
             detail.push(
               [
@@ -302,6 +281,7 @@ async function main(): Promise<number> {
           `${count.head}/${n}`.padStart(6),
           `${count.life}/${n}`.padStart(6),
           `${hands}/${n}`.padStart(11),
+          String(wrong).padStart(12),
           `${Math.round(ms / n)} ms`.padStart(9),
         ].join(" "),
       );
@@ -328,7 +308,7 @@ async function main(): Promise<number> {
     console.log(header);
     for (const r of detail) console.log(r);
     console.log(
-      `\nlocalised (mean distance <= ${MAX_DIST * 100}% of palm width, coverage >= ${MIN_COVERAGE * 100}%), handedness right, mean engine time:`,
+      `\nlocalised (mean distance <= ${MAX_DIST * 100}% of palm width, coverage >= ${MIN_COVERAGE * 100}%), handedness right, lines drawn but not localised, mean engine time:`,
     );
     const summaryHeader = [
       "variant".padEnd(11),
@@ -337,6 +317,7 @@ async function main(): Promise<number> {
       "head".padStart(6),
       "life".padStart(6),
       "handedness".padStart(11),
+      "drawn wrong".padStart(12),
       "time".padStart(9),
     ].join(" ");
     console.log(summaryHeader);

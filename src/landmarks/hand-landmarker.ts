@@ -12,6 +12,7 @@ import { performance } from "node:perf_hooks";
 import * as ort from "onnxruntime-node";
 import {
   decodePalmDetections,
+  type PalmDetection,
   handRectFromLandmarks,
   handRectFromPalm,
   PALM_ANCHORS,
@@ -113,6 +114,44 @@ export function facing(detection: Pick<HandDetection, "landmarks" | "handedness"
   return palmChirality(detection.landmarks) === detection.handedness ? "palm" : "back";
 }
 
+/**
+ * SEARCHES are the palm detector's tries, in order, until one finds a palm: the photo as it is;
+ * zoomed out (the detector was trained on hands that fill part of the frame, so a close-up whose
+ * palm fills it is shown smaller, on black); brightened (a dark photo, see {@link brighten}); both.
+ */
+const SEARCHES: readonly { zoomOut: number; brighten: boolean }[] = [
+  { zoomOut: 1, brighten: false },
+  { zoomOut: 1.8, brighten: false },
+  { zoomOut: 1, brighten: true },
+  { zoomOut: 1.8, brighten: true },
+];
+
+/** A photo whose mean luminance is under DARK (of 255) is brightened for the fallback search. */
+const DARK = 90;
+
+/**
+ * brighten returns a copy of a dark photo with a gamma curve that lifts its mean luminance to
+ * about 45% (creases keep their contrast: a monotone curve), or undefined when it is not dark.
+ */
+function brighten(rgb: Uint8Array, width: number, height: number): Uint8Array | undefined {
+  const n = width * height;
+  const step = Math.max(1, Math.floor(n / 65536));
+  let sum = 0;
+  let count = 0;
+  for (let i = 0; i < n; i += step) {
+    sum += 0.299 * rgb[3 * i] + 0.587 * rgb[3 * i + 1] + 0.114 * rgb[3 * i + 2];
+    count++;
+  }
+  const mean = sum / count / 255;
+  if (mean * 255 >= DARK || mean <= 0) return undefined;
+  const gamma = Math.log(0.45) / Math.log(mean);
+  const lut = new Uint8Array(256);
+  for (let v = 0; v < 256; v++) lut[v] = Math.round(255 * (v / 255) ** gamma);
+  const out = new Uint8Array(n * 3);
+  for (let i = 0; i < n * 3; i++) out[i] = lut[rgb[i]];
+  return out;
+}
+
 async function openSession(path: string, threads: number): Promise<ort.InferenceSession> {
   return ort.InferenceSession.create(path, {
     intraOpNumThreads: threads,
@@ -170,32 +209,48 @@ export async function createHandLandmarker(options: HandLandmarkerOptions = {}):
       throw new RangeError(`detect: ${rgb.length} bytes is not a ${width}x${height} RGB image`);
     }
     const t0 = performance.now();
-    // Letterbox: the longer side fills the detector input, centred, black padding.
-    const side = Math.max(width, height);
-    const box: RotatedRect = { cx: width / 2, cy: height / 2, width: side, height: side, rotation: 0 };
-    const input = warpToTensor(rgb, width, height, box, { size: PALM_SIZE, range: [0, 1], border: "zero" });
-    const raw = await runPalm(input);
-    const found = weightedNms(decodePalmDetections(raw.boxes, raw.scores, anchors, PALM_SIZE, minScore), 0.3);
-    const t1 = performance.now();
-    const timings: HandTimings = { palm: t1 - t0, landmarks: [], total: 0 };
+    const timings: HandTimings = { palm: 0, landmarks: [], total: 0 };
     lastTimings = timings;
     const finish = <T>(value: T): T => {
       timings.total = performance.now() - t0;
       return value;
     };
+    // The palm detector is tried as the photo is, then, only where it finds no palm, on the
+    // fallbacks of SEARCHES (a close-up's palm shown smaller, a dark photo brightened).
+    // Pinned by hand-landmarker.spec "finds a hand on every photo" (box-492, a close-up, needs the zoom-out).
+    let image = rgb;
+    let brightened: Uint8Array | undefined;
+    let found: PalmDetection[] = [];
+    let box: RotatedRect = { cx: width / 2, cy: height / 2, width: 0, height: 0, rotation: 0 };
+    for (const search of SEARCHES) {
+      if (search.brighten) {
+        brightened ??= brighten(rgb, width, height);
+        if (!brightened) continue;
+      }
+      image = search.brighten ? brightened! : rgb;
+      // Letterbox: the longer side (times the search's zoom-out) fills the detector input, centred, black padding.
+      const side = Math.max(width, height) * search.zoomOut;
+      box = { cx: width / 2, cy: height / 2, width: side, height: side, rotation: 0 };
+      const input = warpToTensor(image, width, height, box, { size: PALM_SIZE, range: [0, 1], border: "zero" });
+      const raw = await runPalm(input);
+      found = weightedNms(decodePalmDetections(raw.boxes, raw.scores, anchors, PALM_SIZE, minScore), 0.3);
+      if (found.length > 0) break;
+    }
+    timings.palm = performance.now() - t0;
     if (found.length === 0) return finish(null);
     const best = found[0];
+    const side = box.width;
     // Normalised letterbox coordinates -> image pixels.
     const toImage = ([x, y]: Point): Point => [box.cx + (x - 0.5) * side, box.cy + (y - 0.5) * side];
     const [cx, cy] = toImage([best.cx, best.cy]);
     const palmRect = handRectFromPalm({ cx, cy, w: best.w * side, h: best.h * side }, best.keypoints.map(toImage));
 
     let t = performance.now();
-    let pass = await landmarkPass(rgb, width, height, palmRect);
+    let pass = await landmarkPass(image, width, height, palmRect);
     timings.landmarks.push(performance.now() - t);
     if (refine && pass.presence >= minPresence) {
       t = performance.now();
-      const second = await landmarkPass(rgb, width, height, handRectFromLandmarks(pass.landmarks));
+      const second = await landmarkPass(image, width, height, handRectFromLandmarks(pass.landmarks));
       timings.landmarks.push(performance.now() - t);
       if (second.presence >= minPresence) pass = second;
     }
