@@ -24,7 +24,17 @@ export interface LineStats {
   polyline: [number, number][];
   /** Length of the polyline as a fraction of {@link HandInfo.palmWidth}; 0 when not detected. */
   length: number;
+  /** Why the line is not reported ({@link LineReason}); "" when detected. */
+  reason: LineReason;
 }
+
+/**
+ * LineReason says why one line is not reported: the answer's own reason when no line is
+ * (`no_hand`, `back_of_hand`, `lines_unclear`), else `not_visible` (no crease in the model's
+ * evidence), `implausible` (evidence only off the palm), `low_confidence` (too weak or too
+ * short); "" when the line is reported.
+ */
+export type LineReason = NoLinesReason | "not_visible" | "implausible" | "low_confidence";
 
 /**
  * NoLinesReason says why no line is reported: no hand found, the back of a hand, or a palm whose

@@ -11,7 +11,15 @@ import { preprocessFrame, resizeToFit, type TensorSpec } from "../image/preproce
 import type { Point } from "../landmarks/geometry.js";
 import { createHandLandmarker, facing, type HandDetection } from "../landmarks/hand-landmarker.js";
 import { frameToImage, palmFrame, palmWidth } from "../landmarks/palm-frame.js";
-import { LINE_NAMES, type AnalysisResult, type HandInfo, type LineName, type LineStats, type NoLinesReason } from "./analyzer-types.js";
+import {
+  LINE_NAMES,
+  type AnalysisResult,
+  type HandInfo,
+  type LineName,
+  type LineReason,
+  type LineStats,
+  type NoLinesReason,
+} from "./analyzer-types.js";
 import { linePath, polylineLength } from "./line-geometry.js";
 import type { ModelMetadata } from "./model-metadata.js";
 import { createModelSession, type ModelSession, type ModelSessionOptions } from "./model-session.js";
@@ -82,12 +90,26 @@ function round(value: number, decimals: number): number {
  * confidence = mean probability over them (0 when none, 4 decimals), coverage = percentage of
  * the image (2 decimals), detected = the model-resolution decision and a non-empty mask.
  */
-export function lineStats(mask: FullMask, detected: boolean, polyline: [number, number][] = [], length = 0): LineStats {
+export function lineStats(
+  mask: FullMask,
+  detected: boolean,
+  polyline: [number, number][] = [],
+  length = 0,
+  reason: LineReason = "not_visible",
+): LineStats {
   const pixels = detected ? mask.pixels : 0;
   const confidence = pixels > 0 ? Math.min(1, Math.max(0, round(mask.probSum / pixels, 4))) : 0;
   const coverage = round((100 * pixels) / (mask.width * mask.height), 2);
   const found = detected && pixels > 0;
-  return { pixels, confidence, coverage, detected: found, polyline: found ? polyline : [], length: found ? round(length, 3) : 0 };
+  return {
+    pixels,
+    confidence,
+    coverage,
+    detected: found,
+    polyline: found ? polyline : [],
+    length: found ? round(length, 3) : 0,
+    reason: found ? "" : reason || "not_visible",
+  };
 }
 
 /**
@@ -128,6 +150,8 @@ export async function analyzeImage(
   const masks = {} as Record<LineName, FullMask>;
   const detected = {} as Record<LineName, boolean>;
   const paths = {} as Record<LineName, [number, number][]>;
+  // Per line why it is not reported; where the whole answer has no line, its reason wins (below).
+  const why = {} as Record<LineName, LineReason>;
   const clearLines = () => {
     for (const line of LINE_NAMES) {
       masks[line] = { ...emptyMask(width, height), pixels: 0, probSum: 0 };
@@ -172,6 +196,7 @@ export async function analyzeImage(
             minConfidence: meta.detection.minConfidence,
             palmDistance,
           });
+          why[line] = sel.why;
           // Detected on the line's threshold; then followed along weaker evidence (`grow`).
           if (sel.detected) selected.push({ line, prob, kept: growLine(prob, sel.kept, S, meta.grow[line], palmDistance) });
         }
@@ -198,7 +223,8 @@ export async function analyzeImage(
   const pngs = {} as Record<LineName, Uint8Array>;
   for (const line of LINE_NAMES) {
     const unit = hand?.palmWidth ?? 0;
-    stats[line] = lineStats(masks[line], detected[line], paths[line], unit > 0 ? polylineLength(paths[line]) / unit : 0);
+    const lineWhy: LineReason = reason !== "" ? reason : (why[line] ?? "not_visible");
+    stats[line] = lineStats(masks[line], detected[line], paths[line], unit > 0 ? polylineLength(paths[line]) / unit : 0, lineWhy);
     pngs[line] = encodeMaskPng(masks[line], { level: options.maskPngLevel });
   }
   lap("maskEncode");

@@ -74,6 +74,9 @@ export function palmShare(palmProb: Float32Array, size: number, threshold: numbe
   return comps.sizes[largestComponent(comps)] / (size * size);
 }
 
+/** LineMissReason says why {@link selectLine} found no line (see LineStats.reason in the proto). */
+export type LineMissReason = "" | "not_visible" | "implausible" | "low_confidence";
+
 /** LineSelection is the outcome of {@link selectLine} at model resolution. */
 export interface LineSelection {
   /** Enough pixels and confidence in the kept component(s). */
@@ -84,6 +87,8 @@ export interface LineSelection {
   pixels: number;
   /** Mean probability over the kept pixels, 0 when none. */
   meanProb: number;
+  /** Why not detected: nothing above the threshold, nothing on the palm, or too weak; "" when detected. */
+  why: LineMissReason;
 }
 
 /** SelectLineOptions tune {@link selectLine}; defaults are in model-resolution pixels at S = 256 and scale with S. */
@@ -167,9 +172,9 @@ function distanceTo(seed: Uint8Array, size: number): Float32Array {
 export function selectLine(prob: Float32Array, size: number, options: SelectLineOptions): LineSelection {
   const n = size * size;
   const kept = new Uint8Array(n);
-  const none: LineSelection = { detected: false, kept, pixels: 0, meanProb: 0 };
+  const none = (why: LineMissReason): LineSelection => ({ detected: false, kept, pixels: 0, meanProb: 0, why });
   const comps = labelComponents(prob, size, size, options.threshold);
-  if (comps.count === 0) return none;
+  if (comps.count === 0) return none("not_visible");
 
   const nearPalm = options.palmDistance ?? null;
   const nearLimit = 0.03 * size;
@@ -184,11 +189,14 @@ export function selectLine(prob: Float32Array, size: number, options: SelectLine
   }
   const speck = Math.max(2, options.minPixels / 4);
   let best = 0;
+  let sizeable = false;
   for (let k = 1; k <= comps.count; k++) {
-    if (comps.sizes[k] < speck || plausible[k] <= 0 || plausible[k] < 0.5 * mass[k]) continue;
+    if (comps.sizes[k] < speck) continue;
+    sizeable = true;
+    if (plausible[k] <= 0 || plausible[k] < 0.5 * mass[k]) continue;
     if (best === 0 || plausible[k] > plausible[best]) best = k;
   }
-  if (best === 0) return none;
+  if (best === 0) return none(sizeable ? "implausible" : "not_visible");
 
   const seed = new Uint8Array(n);
   for (let i = 0; i < n; i++) if (comps.labels[i] === best) seed[i] = 1;
@@ -220,8 +228,8 @@ export function selectLine(prob: Float32Array, size: number, options: SelectLine
   }
   const meanProb = pixels > 0 ? sum / pixels : 0;
   const detected = pixels >= options.minPixels && meanProb >= options.minConfidence;
-  if (!detected) return { detected: false, kept: new Uint8Array(n), pixels: 0, meanProb: 0 };
-  return { detected, kept, pixels, meanProb };
+  if (!detected) return { detected: false, kept: new Uint8Array(n), pixels: 0, meanProb: 0, why: "low_confidence" };
+  return { detected, kept, pixels, meanProb, why: "" };
 }
 
 /** LineTip is one end of a component's longest course and its outward unit direction (u, v). */

@@ -82,6 +82,7 @@ function toResponse(result: AnalysisResult, usage: UsageSnapshot | undefined, ct
     detected: result.stats[name].detected,
     polyline: result.stats[name].polyline.map(([x, y]) => ({ x, y })),
     length: result.stats[name].length,
+    reason: result.stats[name].reason,
   });
   return create(AnalyzeResponseSchema, {
     id: ctx.values.get(kRequestId) ?? newRequestId(),

@@ -94,8 +94,9 @@ describe("POST /v1/palm/analyze", () => {
       }
       expect(other).toBe(0);
       const s = json.results.stats[line];
-      expect(Object.keys(s).sort()).toEqual(["confidence", "coverage", "detected", "length", "pixels", "polyline"]);
-      expect(s.polyline).toEqual([]); // no line found: no course, no length
+      expect(Object.keys(s).sort()).toEqual(["confidence", "coverage", "detected", "length", "pixels", "polyline", "reason"]);
+      expect(s.polyline).toEqual([]); // no line found: no course, no length, and the answer's reason
+      expect(s.reason).toBe(json.results.reason);
       expect(s.length).toBe(0);
       expect(Number.isInteger(s.pixels)).toBe(true);
       expect(s.pixels).toBe(on);

@@ -105,7 +105,7 @@ describe("Analyzer.analyze()", () => {
     const r = await analyze(name);
     expect(r.reason, name).toMatch(/^(no_hand|back_of_hand)$/);
     for (const line of LINE_NAMES) {
-      expect(r.stats[line]).toEqual({ pixels: 0, confidence: 0, coverage: 0, detected: false, polyline: [], length: 0 });
+      expect(r.stats[line]).toEqual({ pixels: 0, confidence: 0, coverage: 0, detected: false, polyline: [], length: 0, reason: r.reason });
       const mask = await decodeMask(r.masks[line]);
       expect(mask.data.every((v) => v === 0)).toBe(true);
     }

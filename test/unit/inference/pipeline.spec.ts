@@ -195,7 +195,15 @@ describe("analyzeImage()", () => {
     expect(result.hand).toBeUndefined();
     expect(model.calls).toBe(0);
     for (const line of LINE_NAMES)
-      expect(result.stats[line]).toEqual({ pixels: 0, confidence: 0, coverage: 0, detected: false, polyline: [], length: 0 });
+      expect(result.stats[line]).toEqual({
+        pixels: 0,
+        confidence: 0,
+        coverage: 0,
+        detected: false,
+        polyline: [],
+        length: 0,
+        reason: "no_hand",
+      });
   });
 
   it("refuses the back of a hand (handedness against the knuckles' chirality), mirrored or not", async () => {
@@ -239,7 +247,15 @@ describe("analyzeImage()", () => {
     expect(detectedOf(lone)).toEqual([]);
     expect(lone.result.reason).toBe("lines_unclear");
     expect(lone.result.hand?.handedness).toBe("right");
-    expect(lone.result.stats.heart).toEqual({ pixels: 0, confidence: 0, coverage: 0, detected: false, polyline: [], length: 0 });
+    expect(lone.result.stats.heart).toEqual({
+      pixels: 0,
+      confidence: 0,
+      coverage: 0,
+      detected: false,
+      polyline: [],
+      length: 0,
+      reason: "lines_unclear",
+    });
     expect((await decodeMask(lone.result.masks.heart)).data.every((v) => v === 0)).toBe(true);
     // The default (one line) reports the same lone line: the rule alone removed it.
     expect(detectedOf(await analyzeImage(bytes, engine(oracle(truth, w, h, pose, { lines: ["heart"] }), fakeHands(pose, w))))).toEqual([
@@ -250,6 +266,9 @@ describe("analyzeImage()", () => {
       engine(oracle(truth, w, h, pose, { metadata: two, lines: ["heart", "life"] }), fakeHands(pose, w)),
     );
     expect(detectedOf(pair)).toEqual(["heart", "life"]);
+    // The line the model did not see says so; the found ones have no reason.
+    expect(pair.result.stats.head.reason).toBe("not_visible");
+    expect([pair.result.stats.heart.reason, pair.result.stats.life.reason]).toEqual(["", ""]);
   });
 
   it("returns empty masks and the photo as overlay when the model finds nothing", async () => {
@@ -257,7 +276,15 @@ describe("analyzeImage()", () => {
     const bytes = fixtureImage("crop-1");
     const { result } = await analyzeImage(bytes, engine(blank, fakeHands(whole(256, 256), 256)));
     for (const line of LINE_NAMES)
-      expect(result.stats[line]).toEqual({ pixels: 0, confidence: 0, coverage: 0, detected: false, polyline: [], length: 0 });
+      expect(result.stats[line]).toEqual({
+        pixels: 0,
+        confidence: 0,
+        coverage: 0,
+        detected: false,
+        polyline: [],
+        length: 0,
+        reason: "lines_unclear",
+      });
     expect(result.reason).toBe("lines_unclear");
     const a = await sharp(result.overlay).raw().toBuffer();
     const b = await sharp(bytes).raw().toBuffer();

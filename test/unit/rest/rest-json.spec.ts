@@ -31,8 +31,17 @@ describe("responseToJson()", () => {
       detected: true,
       polyline: [{ x: 1.5, y: 2 }],
       length: 0.8,
+      reason: "",
     });
-    expect(json.results.stats.head).toEqual({ pixels: 0, confidence: 0, coverage: 0, detected: false, polyline: [], length: 0 });
+    expect(json.results.stats.head).toEqual({
+      pixels: 0,
+      confidence: 0,
+      coverage: 0,
+      detected: false,
+      polyline: [],
+      length: 0,
+      reason: "",
+    });
     expect(json.results.hand).toEqual({ handedness: "right", landmarks: [{ x: 3, y: 4.5 }], palm_width: 120.5 });
     expect(json.results.reason).toBe("");
     expect(json.results.masks).toEqual({ heart: "", head: "", life: "" });
