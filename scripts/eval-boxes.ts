@@ -1,0 +1,138 @@
+/**
+ * eval-boxes: scores the analysis engine on the box set (`<repo>/../shared/real-palms-boxes/`, read
+ * there, never copied), by default on its evaluation quarter (the files whose name's SHA-256 begins
+ * with 0-3, as its README defines it; never trained or tuned on).
+ *
+ *     npm run eval:boxes [-- --part eval|heldout] [--model path] [--detail]
+ *
+ * `--part heldout` scores the eighth of the training part that training/train_real.py holds out
+ * (SHA-256 beginning with 4 or 5), for choosing thresholds without touching the evaluation quarter.
+ * Per photo: the palm is found when the answer's reason is not `no_hand`. Per line with a box: the
+ * mask *agrees* with the box when at least 75% of its pixels lie inside the box grown on every side
+ * by 15% of its diagonal (at least 8 px) and the mask's bounding box overlaps the box with IoU at
+ * least 0.25. A line drawn that does not agree is *drawn wrong*; a line not detected is counted
+ * with the answer's reason.
+ */
+import { createHash } from "node:crypto";
+import { existsSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import sharp from "sharp";
+import { LINE_NAMES, type LineName } from "../src/inference/analyzer-types.js";
+import { createAnalyzer } from "../src/inference/analyzer.js";
+
+const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+const BOXES = resolve(REPO, "../shared/real-palms-boxes");
+const GROW = 0.15;
+const MIN_GROW_PX = 8;
+const MIN_INSIDE = 0.75;
+const MIN_IOU = 0.25;
+
+type Box = [number, number, number, number];
+
+/** partOf names the part of the box set a file belongs to, by its name's SHA-256 (the set's README). */
+export function partOf(file: string): "eval" | "heldout" | "train" {
+  const h = createHash("sha256").update(file).digest("hex")[0];
+  return "0123".includes(h) ? "eval" : "45".includes(h) ? "heldout" : "train";
+}
+
+/** agreement scores one mask (0/255 bytes, width x height) against its box. */
+export function agreement(mask: Uint8Array, width: number, height: number, box: Box): { inside: number; iou: number; agrees: boolean } {
+  const [x0, y0, x1, y1] = box;
+  const g = Math.max(GROW * Math.hypot(x1 - x0, y1 - y0), MIN_GROW_PX);
+  let n = 0;
+  let inside = 0;
+  let mx0 = Infinity;
+  let my0 = Infinity;
+  let mx1 = -Infinity;
+  let my1 = -Infinity;
+  for (let y = 0; y < height; y++) {
+    for (let x = 0; x < width; x++) {
+      if (mask[y * width + x] < 128) continue;
+      n++;
+      if (x >= x0 - g && x <= x1 + g && y >= y0 - g && y <= y1 + g) inside++;
+      mx0 = Math.min(mx0, x);
+      my0 = Math.min(my0, y);
+      mx1 = Math.max(mx1, x + 1);
+      my1 = Math.max(my1, y + 1);
+    }
+  }
+  if (n === 0) return { inside: 0, iou: 0, agrees: false };
+  const iw = Math.max(0, Math.min(x1, mx1) - Math.max(x0, mx0));
+  const ih = Math.max(0, Math.min(y1, my1) - Math.max(y0, my0));
+  const inter = iw * ih;
+  const iou = inter / ((x1 - x0) * (y1 - y0) + (mx1 - mx0) * (my1 - my0) - inter);
+  return { inside: inside / n, iou, agrees: inside / n >= MIN_INSIDE && iou >= MIN_IOU };
+}
+
+async function main(): Promise<number> {
+  const { values } = parseArgs({
+    options: { part: { type: "string", default: "eval" }, model: { type: "string" }, detail: { type: "boolean" } },
+  });
+  if (!existsSync(join(BOXES, "boxes.csv"))) {
+    console.log(`eval-boxes: ${BOXES} is absent; nothing to evaluate.`);
+    return 0;
+  }
+  const boxes = new Map<string, Partial<Record<LineName, Box>>>();
+  for (const row of (await readFile(join(BOXES, "boxes.csv"), "utf8")).trim().split("\n").slice(1)) {
+    const [file, line, ...v] = row.split(",");
+    if (!(LINE_NAMES as readonly string[]).includes(line) || partOf(file) !== values.part) continue;
+    boxes.set(file, { ...boxes.get(file), [line]: v.map(Number) as Box });
+  }
+  const analyzer = await createAnalyzer({ modelPath: values.model, workers: 1 });
+  const files = [...boxes.keys()].sort();
+  let palms = 0;
+  let ms = 0;
+  const agree = { heart: 0, head: 0, life: 0 } as Record<LineName, number>;
+  const total = { heart: 0, head: 0, life: 0 } as Record<LineName, number>;
+  const wrong = { heart: 0, head: 0, life: 0 } as Record<LineName, number>;
+  const why = new Map<string, number>();
+  try {
+    console.log(`model ${analyzer.model}; box set part '${values.part}', ${files.length} photos`);
+    for (const file of files) {
+      const t0 = performance.now();
+      const result = await analyzer.analyze(await readFile(join(BOXES, "images", file)));
+      ms += performance.now() - t0;
+      if (result.reason !== "no_hand") palms++;
+      const row: string[] = [];
+      for (const line of LINE_NAMES) {
+        const box = boxes.get(file)![line];
+        if (!box) continue;
+        total[line]++;
+        const stats = result.stats[line];
+        if (!stats.detected) {
+          const reason = result.reason || stats.reason || "not_detected";
+          why.set(`${line} ${reason}`, (why.get(`${line} ${reason}`) ?? 0) + 1);
+          row.push(`${line} - (${reason})`);
+          continue;
+        }
+        const { data, info } = await sharp(result.masks[line]).toColourspace("b-w").raw().toBuffer({ resolveWithObject: true });
+        const s = agreement(data, info.width, info.height, box);
+        if (s.agrees) agree[line]++;
+        else wrong[line]++;
+        row.push(`${line} ${s.agrees ? "AGREES" : "WRONG"} in ${(100 * s.inside).toFixed(0)}% iou ${s.iou.toFixed(2)}`);
+      }
+      if (values.detail) console.log(`${file.padEnd(28)} ${result.reason || "lines"}; ${row.join("; ")}`);
+    }
+  } finally {
+    await analyzer.close();
+  }
+  const pct = (a: number, b: number) => `${((100 * a) / Math.max(1, b)).toFixed(1)}%`;
+  console.log(
+    `\npalm found: ${palms}/${files.length} (${pct(palms, files.length)}); mean engine time ${Math.round(ms / Math.max(1, files.length))} ms`,
+  );
+  console.log(`${"line".padEnd(6)} ${"agrees".padStart(14)} ${"drawn wrong".padStart(12)} ${"not detected".padStart(13)}`);
+  for (const line of LINE_NAMES) {
+    const missed = total[line] - agree[line] - wrong[line];
+    console.log(
+      `${line.padEnd(6)} ${`${agree[line]}/${total[line]} ${pct(agree[line], total[line])}`.padStart(14)} ${String(wrong[line]).padStart(12)} ${String(missed).padStart(13)}`,
+    );
+  }
+  console.log("not detected, by reason:");
+  for (const [k, n] of [...why.entries()].sort()) console.log(`  ${k}: ${n}`);
+  return 0;
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) process.exitCode = await main();

@@ -1,0 +1,185 @@
+"""Fine-tune the line model on synthetic palms (pixel-exact masks) together with real palms (the box
+set's training part, weak labels: one rough box per line). palm-lines 3.
+
+    /usr/bin/python3 -m training.train_real --synth training/data/canon30 --real training/data/boxes_train \\
+        --init training/runs/v3/init.pt --out training/runs/v3 --steps 3000
+
+Each batch holds --synth-batch synthetic and --real-batch real views. Real views are trained per
+line with a box (training/real_boxes.py):
+  - outside: the line's probability is pushed to 0 beyond the box grown by 15% of its diagonal;
+  - spanning: in each of the box's bands across its long axis the highest probability is pushed to 1
+    (multiple-instance: the crease crosses every band, we do not know where);
+  - thin: a small push to 0 on the rest of the box, so the line stays a line, not a box;
+  - palm: kept where the starting model put it (the boxes say nothing of the palm).
+Real views whose file name's SHA-256 starts with 4 or 5 (an eighth of the training part) are held
+out of training for calibration (training/calibrate_real.py). Resumable: --resume last.pt.
+"""
+import argparse
+import hashlib
+import json
+import math
+import os
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from training import export as exp
+from training import real_boxes
+from training.model import PalmUNet, count_params, loss_fn
+from training.train import load_shards, lr_at, make_batch, shard_files
+
+HELD_OUT = "45"
+W_OUT, W_SPAN, W_THIN, W_PALM = 1.0, 1.0, 0.05, 0.5
+
+
+def held_out(file):
+    return hashlib.sha256(file.encode()).hexdigest()[0] in HELD_OUT
+
+
+def real_loss(logits, lab, teacher_palm):
+    """logits (B,4,S,S); lab (B,3,3,S,S) int8 from real_boxes.labels; teacher_palm (B,S,S) in [0,1]."""
+    lines = logits[:, 1:4]
+    p = torch.sigmoid(lines)
+    has = (lab[:, :, 0, 0, 0] >= 0).float()                       # (B,3) line labelled
+    inside = lab[:, :, 0].clamp(min=0).float()
+    outside = lab[:, :, 1].clamp(min=0).float()
+    band = lab[:, :, 2].long().clamp(min=0)                       # 0 = none, 1..N
+    neg = F.binary_cross_entropy_with_logits(lines, torch.zeros_like(lines), reduction="none")
+    n_out = outside.sum((2, 3)).clamp(min=1)
+    l_out = ((neg * outside).sum((2, 3)) / n_out * has).sum() / has.sum().clamp(min=1)
+    onehot = F.one_hot(band, real_boxes.N_SLICES + 1)[..., 1:].permute(0, 1, 4, 2, 3).float()  # (B,3,N,S,S)
+    peak = (p.unsqueeze(2) * onehot).amax((3, 4))                 # (B,3,N)
+    present = (onehot.sum((3, 4)) > 0).float() * has.unsqueeze(2)
+    l_span = (-torch.log(peak.clamp(min=1e-4)) * present).sum() / present.sum().clamp(min=1)
+    n_in = inside.sum((2, 3)).clamp(min=1)
+    l_thin = ((p * inside).sum((2, 3)) / n_in * has).sum() / has.sum().clamp(min=1)
+    l_palm = F.binary_cross_entropy_with_logits(logits[:, 0], teacher_palm)
+    total = W_OUT * l_out + W_SPAN * l_span + W_THIN * l_thin + W_PALM * l_palm
+    return total, [float(l_out), float(l_span), float(l_thin), float(l_palm)]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--synth", required=True, help="comma-separated synthetic shard folders (canonical views)")
+    ap.add_argument("--real", required=True, help="folder written by training/box_views.ts")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--init", default=None)
+    ap.add_argument("--resume", default=None)
+    ap.add_argument("--steps", type=int, default=3000)
+    ap.add_argument("--synth-batch", type=int, default=4)
+    ap.add_argument("--real-batch", type=int, default=4)
+    ap.add_argument("--lr", type=float, default=2e-4)
+    ap.add_argument("--seed", type=int, default=40)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--ckpt-min", type=float, default=5.0)
+    ap.add_argument("--time-budget", type=float, default=None,
+                    help="seconds: the LR schedule runs on wall time and training stops when it is spent (a shared "
+                         "CPU); the step count reached is logged, and --steps with it reproduces the schedule")
+    ap.add_argument("--export", default=None)
+    ap.add_argument("--calib", default="models/palm-lines/calibration.json")
+    a = ap.parse_args()
+
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(a.seed)
+    os.makedirs(a.out, exist_ok=True)
+    ims, ms, ks = load_shards(a.synth, None, shard_files(a.synth))
+    r_ims, r_lab, r_meta = real_boxes.build(a.real)
+    train_idx = np.array([i for i, s in enumerate(r_meta) if not held_out(s["file"])])
+    print(f"synthetic {len(ims)}, real {len(train_idx)} for training ({len(r_meta) - len(train_idx)} held out)", flush=True)
+
+    net = PalmUNet()
+    opt = torch.optim.AdamW(net.parameters(), lr=a.lr, weight_decay=1e-4)
+    start = 0
+    if a.resume:
+        sd = torch.load(a.resume, map_location="cpu")
+        net.load_state_dict(sd["model"]); opt.load_state_dict(sd["opt"]); start = sd["step"]
+    else:
+        net.load_state_dict(torch.load(a.init, map_location="cpu")["model"])
+    print(f"params: {count_params(net)}; start at step {start}", flush=True)
+
+    # The starting model's palm, once per real view: the real loss keeps it (the boxes do not say).
+    teacher_file = os.path.join(a.out, "teacher_palm.npy")
+    if os.path.exists(teacher_file):
+        teacher = np.load(teacher_file)
+    else:
+        init = PalmUNet()
+        init.load_state_dict(torch.load(a.init, map_location="cpu")["model"])
+        init.eval()
+        teacher = np.zeros(r_ims.shape[:3], np.uint8)
+        with torch.no_grad():
+            for i in range(0, len(r_ims), 16):
+                x = torch.from_numpy(r_ims[i:i + 16]).permute(0, 3, 1, 2).float().div_(255.0)
+                teacher[i:i + 16] = (torch.sigmoid(init(x)[:, 0]) * 255).round().byte().numpy()
+        np.save(teacher_file, teacher)
+
+    def set_train():
+        net.train()
+        for m in net.modules():   # BatchNorm statistics stay those of the released model
+            if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+                m.eval()
+
+    def save(step, name="last.pt"):
+        torch.save({"model": net.state_dict(), "opt": opt.state_dict(), "arch": net.arch, "step": step,
+                    "elapsed": time.time() - t_start, "args": vars(a)}, os.path.join(a.out, name + ".tmp"))
+        os.replace(os.path.join(a.out, name + ".tmp"), os.path.join(a.out, name))
+        if a.export:
+            exp.export_onnx(net, a.export, exp.load_calib(a.calib))
+            set_train()
+
+    set_train()
+    t0 = time.time()
+    last_ck = t0
+    hist = []
+    done = start
+    t_start = time.time() - (sd.get("elapsed", 0.0) if a.resume else 0.0)
+    total = a.steps if not a.time_budget else 10 ** 9
+    for step in range(start, total):
+        prog = step / a.steps if not a.time_budget else (time.time() - t_start) / a.time_budget
+        if prog >= 1.0:
+            break
+        rng = np.random.default_rng([a.seed, step])
+        x_s, y_s = make_batch(rng, ims, ms, a.synth_batch, None, True)
+        pick = rng.choice(train_idx, a.real_batch)
+        xr = r_ims[pick].copy()
+        # Photometric jitter on real views (brightness, contrast): dim and harsh light alike.
+        g = rng.uniform(0.6, 1.3, (a.real_batch, 1, 1, 1)); c = rng.uniform(-25, 25, (a.real_batch, 1, 1, 1))
+        xr = np.clip(xr.astype(np.float32) * g + c, 0, 255).astype(np.uint8)
+        x_r = torch.from_numpy(xr).permute(0, 3, 1, 2).float().div_(255.0)
+        lab = torch.from_numpy(r_lab[pick])
+        tp = torch.from_numpy(teacher[pick]).float().div_(255.0)
+        for gr in opt.param_groups:
+            gr["lr"] = lr_at(step, a.steps, a.lr) if not a.time_budget else \
+                a.lr * min(1.0, (step + 1) / 40) * (0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * min(prog, 1.0))))
+        logits = net(torch.cat([x_s, x_r]))
+        ls, dice = loss_fn(logits[:a.synth_batch], y_s)
+        lr_, parts = real_loss(logits[a.synth_batch:], lab, tp)
+        loss = ls + lr_
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        hist.append((float(ls), float(lr_)))
+        done = step + 1
+        if done % 10 == 0 or step == start:
+            el = time.time() - t0
+            h = np.mean(hist[-10:], 0)
+            print(json.dumps({"step": done, "synth": round(float(h[0]), 4), "real": round(float(h[1]), 4),
+                              "real_parts": [round(v, 4) for v in parts], "dice": [round(float(d), 3) for d in dice],
+                              "lr": round(opt.param_groups[0]["lr"], 6),
+                              "s_per_step": round(el / (done - start), 2), "elapsed_s": round(el)}), flush=True)
+        if time.time() - last_ck > a.ckpt_min * 60:
+            save(done)
+            last_ck = time.time()
+            print(f"checkpoint at step {done}", flush=True)
+    net.eval()
+    save(done)
+    save(done, "final.pt")
+    el = time.time() - t0
+    with open(os.path.join(a.out, "train_info.json"), "w") as f:
+        json.dump({"steps": done - start, "wall_s": round(el), "s_per_step": round(el / max(1, done - start), 3)}, f)
+    print("done", flush=True)
+
+
+if __name__ == "__main__":
+    main()
