@@ -8,9 +8,9 @@
 import type { DescMessage, MessageInitShape } from "@bufbuild/protobuf";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { codeToHttpStatus } from "@connectrpc/connect/protocol-connect";
 import { BadRequestSchema, ErrorInfoSchema, QuotaFailureSchema, RetryInfoSchema } from "../gen/google/rpc/error_details_pb.js";
 import { isImageError, isOverloadedError } from "./api/engine-errors.js";
+import { codeToHttpStatus } from "./api/private-apis.js";
 
 /** ERROR_DOMAIN is the `domain` of every ErrorInfo detail. */
 export const ERROR_DOMAIN = "palm.v1";

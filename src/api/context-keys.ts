@@ -1,7 +1,9 @@
 /**
  * Per-request values shared between interceptors and the service (Connect context values).
  */
-import { createContextKey } from "@connectrpc/connect";
+import { type ConnectError, type ContextValues, createContextKey } from "@connectrpc/connect";
+import type { Logger } from "../log.js";
+import type { Protocol } from "./http.js";
 
 /** Principal is who a recognised key belongs to. */
 export interface Principal {
@@ -24,11 +26,33 @@ export interface UsageSnapshot {
   readonly resetsAt: number;
 }
 
-/** kRequestId: the request id (`palm_` + ULID), set by the request interceptor or the REST layer. */
+/** kRequestId: the request id (`palm_` + ULID), set when the request arrives (or by the outcome interceptor in process). */
 export const kRequestId = createContextKey<string | undefined>(undefined, { description: "request id" });
 
-/** kProtocol: the wire protocol for logs ("grpc", "grpc-web", "connect", "rest"). */
-export const kProtocol = createContextKey<string | undefined>(undefined, { description: "protocol" });
+/**
+ * Exchange is one request and its answer as the access log sees them (src/server/access-log.ts):
+ * begun when the request arrives, written as one log line and one count when its response closes.
+ */
+export interface Exchange {
+  readonly requestId: string;
+  /** A child logger carrying the request id: whatever is logged about this request goes through it. */
+  readonly logger: Logger;
+  /** Aborted (with `canceled`) when the client goes away before its answer is complete. */
+  readonly signal: AbortSignal;
+  /** The context values the request's RPC runs with: request id, exchange, principal. */
+  readonly contextValues: ContextValues;
+  /** The caller's protocol, once the door has seen the request; undefined for the site's own paths. */
+  protocol: Protocol | undefined;
+  /** The RPC ("palm.v1.PalmService/Analyze"), once routed. */
+  procedure: string | undefined;
+  /** The answer's error, once noted; undefined while the answer is a success. */
+  readonly error: ConnectError | undefined;
+  /** fail normalises `e` to the error table, puts the request id in its metadata, notes it as the answer's error and returns it. */
+  fail(e: unknown): ConnectError;
+}
+
+/** kExchange: the request's {@link Exchange}, on the network (absent on in-process transports). */
+export const kExchange = createContextKey<Exchange | undefined>(undefined, { description: "exchange" });
 
 /** kPrincipal: set by the API key interceptor once a key is recognised. */
 export const kPrincipal = createContextKey<Principal | undefined>(undefined, { description: "principal" });

@@ -1,7 +1,6 @@
 /**
  * Node request and response types shared by every HTTP-facing layer, and the small helpers
- * they all need: the path of a request, its headers as a Headers object, its RPC protocol name
- * and SPEC.md's JSON error body.
+ * they all need: the path of a request, its headers as a Headers object and its wire protocol.
  */
 import type { ConnectNodeAdapterOptions } from "@connectrpc/connect-node";
 
@@ -28,22 +27,28 @@ export function webHeaders(req: NodeRequest): Headers {
 /** WireProtocol is how a request's answer must be written. */
 export type WireProtocol = "grpc" | "grpc-web" | "connect" | "connect-stream" | "rest";
 
-/** rpcWireProtocolOf tells an RPC request's wire protocol from its content type. */
-export function rpcWireProtocolOf(contentType: string): Exclude<WireProtocol, "rest"> {
+/** Protocol names a caller's protocol in logs and metrics: Connect unary and streaming alike "connect". */
+export type Protocol = "grpc" | "grpc-web" | "connect" | "rest";
+
+/**
+ * wireProtocolOf tells a request's wire protocol from its headers, the one place it is classified.
+ * On an RPC path every content type is an RPC protocol (Connect unary may be `application/json`);
+ * elsewhere a request is REST unless its content type or `connect-protocol-version` says otherwise.
+ */
+export function wireProtocolOf(contentType: string, rpcPath: boolean, connectHeader = false): WireProtocol {
   const ct = contentType.toLowerCase();
   if (ct.startsWith("application/grpc-web")) return "grpc-web";
   if (ct.startsWith("application/grpc")) return "grpc";
   if (ct.startsWith("application/connect+")) return "connect-stream";
-  return "connect";
+  return rpcPath || connectHeader ? "connect" : "rest";
 }
 
-/** protocolOf names an RPC's wire protocol for logs and metrics (Connect unary and streaming alike "connect"). */
-export function protocolOf(header: Headers): string {
-  const protocol = rpcWireProtocolOf(header.get("content-type") ?? "");
-  return protocol === "connect-stream" ? "connect" : protocol;
+/** protocolOf names a wire protocol for logs and metrics. */
+export function protocolOf(wire: WireProtocol): Protocol {
+  return wire === "connect-stream" ? "connect" : wire;
 }
 
-/** errorPayload is SPEC.md's JSON error body, as bytes. */
-export function errorPayload(code: string, message: string, status: number, requestId: string): Buffer {
-  return Buffer.from(JSON.stringify({ error: { code, message, status, request_id: requestId } }));
+/** isEnveloped tells the wire protocols whose body is a sequence of length-prefixed messages. */
+export function isEnveloped(wire: WireProtocol): boolean {
+  return wire === "grpc" || wire === "grpc-web" || wire === "connect-stream";
 }

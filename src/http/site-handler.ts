@@ -1,8 +1,7 @@
 /**
  * What the port serves besides the RPCs and REST: CORS preflights (for every path), the demo
- * page, the docs, `/openapi.json`, `/v1/palm/ready` and `/metrics`. Everything else goes on to
- * `next` (the RPC adapter, whose fallback is REST), with CORS response headers added for an
- * allowed origin.
+ * page, the docs, `/openapi.json`, `/v1/palm/ready` and `/metrics`. Everything else is left to
+ * the door (src/server/door.ts), with CORS response headers added for an allowed origin.
  */
 import type { PalmMetrics } from "../ops/metrics.js";
 import type { Readiness } from "../ops/readiness.js";
@@ -17,7 +16,6 @@ export const METRICS_PATH = "/metrics";
 
 /** SiteHandlerOptions configure {@link createSiteHandler}. */
 export interface SiteHandlerOptions {
-  next: NodeHandlerFn;
   cors: Cors;
   web: WebHandler;
   readiness: Readiness;
@@ -25,14 +23,17 @@ export interface SiteHandlerOptions {
   metrics?: PalmMetrics;
 }
 
-/** createSiteHandler returns the node handler in front of the RPC adapter. */
-export function createSiteHandler(options: SiteHandlerOptions): NodeHandlerFn {
-  const { next, cors, web, readiness, metrics } = options;
+/** SiteHandler answers the site's own paths: true when it answered `req`, false to leave it to the door. */
+export type SiteHandler = (req: Parameters<NodeHandlerFn>[0], res: Parameters<NodeHandlerFn>[1]) => boolean;
+
+/** createSiteHandler returns the {@link SiteHandler} in front of the door. */
+export function createSiteHandler(options: SiteHandlerOptions): SiteHandler {
+  const { cors, web, readiness, metrics } = options;
   return (req, res) => {
-    if (cors.preflight(req, res)) return;
+    if (cors.preflight(req, res)) return true;
     const path = pathOf(req);
     if (!web.isPagePath(path)) cors.decorate(req, res);
-    if (web.serve(req, res)) return;
+    if (web.serve(req, res)) return true;
     const read = req.method === "GET" || req.method === "HEAD";
     if (read && path === READY_PATH) {
       readiness.check().then(
@@ -51,9 +52,12 @@ export function createSiteHandler(options: SiteHandlerOptions): NodeHandlerFn {
           res.end(JSON.stringify({ status: "not_ready" }));
         },
       );
-      return;
+      return true;
     }
-    if (read && metrics && path === METRICS_PATH) return metrics.serve(req, res);
-    next(req, res);
+    if (read && metrics && path === METRICS_PATH) {
+      metrics.serve(req, res);
+      return true;
+    }
+    return false;
   };
 }

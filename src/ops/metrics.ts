@@ -1,17 +1,14 @@
 /**
- * Prometheus metrics (prom-client), one registry per server: RPCs by procedure, protocol and
+ * Prometheus metrics (prom-client), one registry per server: answers by procedure, protocol and
  * code, their latency, the engine's running and queued analyses, the store's failures, and
  * prom-client's process metrics. Served at `GET /metrics` on the main port, or on a port of its
  * own with PALM_METRICS_PORT (createMetricsServer). test/integration/ops.spec.ts reads them back.
  */
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
-import { kProtocol } from "../api/context-keys.js";
-import { reasonOf, toPalmError } from "../errors.js";
 import type { Analyzer } from "../inference/analyzer-types.js";
-import { protocolOf, type NodeHandlerFn } from "../api/http.js";
+import type { NodeHandlerFn } from "../api/http.js";
 
 type NodeRequest = Parameters<NodeHandlerFn>[0];
 type NodeResponse = Parameters<NodeHandlerFn>[1];
@@ -24,11 +21,15 @@ export interface MetricsOptions {
   processMetrics?: boolean;
 }
 
-/** PalmMetrics is the registry, the interceptor feeding it, and the scrape handler. */
-export interface PalmMetrics {
+/** RequestCounter counts and times answers (the access log feeds it, src/server/access-log.ts). */
+export interface RequestCounter {
+  /** observe counts one answer and its time in seconds; `code` is "ok" or the error table's code. */
+  observe(labels: { procedure: string; protocol: string; code: string }, seconds: number): void;
+}
+
+/** PalmMetrics is the registry, the counter feeding it, and the scrape handler. */
+export interface PalmMetrics extends RequestCounter {
   readonly registry: Registry;
-  /** interceptor counts and times every RPC (place it first, outside the request interceptor). */
-  readonly interceptor: Interceptor;
   /** storeError counts one failure of the key and quota store seen outside an RPC (readiness). */
   storeError(source: "request" | "readiness"): void;
   /** serve answers a scrape: the text exposition format. */
@@ -54,13 +55,13 @@ export function createMetrics(options: MetricsOptions): PalmMetrics {
   if (options.processMetrics ?? true) collectDefaultMetrics({ register: registry });
   const requests = new Counter({
     name: "palm_requests_total",
-    help: "RPCs finished, by procedure, protocol (grpc, grpc-web, connect, rest) and code (ok or the error table's code).",
+    help: "Answers, by procedure (unmatched: no RPC was routed), protocol (grpc, grpc-web, connect, rest) and code (ok or the error table's code).",
     labelNames: ["procedure", "protocol", "code"] as const,
     registers: [registry],
   });
   const latency = new Histogram({
     name: "palm_request_duration_seconds",
-    help: "Time from an RPC's arrival at the interceptors to its response (REST: including reading the body).",
+    help: "Time from a request's arrival to the close of its response (the body read and the answer written).",
     labelNames: ["procedure", "protocol"] as const,
     buckets: [...LATENCY_BUCKETS],
     registers: [registry],
@@ -101,28 +102,13 @@ export function createMetrics(options: MetricsOptions): PalmMetrics {
     });
   }
 
-  const interceptor: Interceptor = (next) => async (req) => {
-    const procedure = `/${req.service.typeName}/${req.method.name}`;
-    const protocol = req.contextValues.get(kProtocol) ?? protocolOf(req.header);
-    const stop = latency.startTimer({ procedure, protocol });
-    try {
-      const res = await next(req);
-      requests.inc({ procedure, protocol, code: "ok" });
-      return res;
-    } catch (e) {
-      const err = e instanceof ConnectError ? e : toPalmError(e);
-      const reason = reasonOf(err) ?? Code[err.code].toLowerCase();
-      requests.inc({ procedure, protocol, code: reason });
-      if (reason === "store_unavailable") storeErrors.inc({ source: "request" });
-      throw e;
-    } finally {
-      stop();
-    }
-  };
-
   return {
     registry,
-    interceptor,
+    observe({ procedure, protocol, code }, seconds) {
+      requests.inc({ procedure, protocol, code });
+      latency.observe({ procedure, protocol }, seconds);
+      if (code === "store_unavailable") storeErrors.inc({ source: "request" });
+    },
     storeError: (source) => storeErrors.inc({ source }),
     serve(req, res) {
       registry.metrics().then(

@@ -9,38 +9,17 @@
  */
 import { availableParallelism } from "node:os";
 import { create, type DescMessage, type DescMethod, type MessageShape } from "@bufbuild/protobuf";
-import {
-  ConnectError,
-  createHandlerContext,
-  type ContextValues,
-  type Interceptor,
-  type MethodImplSpec,
-  type ServiceImplSpec,
-} from "@connectrpc/connect";
-import { invokeUnaryImplementation } from "@connectrpc/connect/protocol";
-import { kRequestId } from "../api/context-keys.js";
-import { errorPayload, webHeaders, type NodeRequest, type NodeResponse } from "../api/http.js";
+import { createHandlerContext, type Interceptor, type MethodImplSpec, type ServiceImplSpec } from "@connectrpc/connect";
+import type { Exchange } from "../api/context-keys.js";
+import { type Answer, errorAnswer, restHeaders } from "../api/error-answer.js";
+import { webHeaders, type NodeRequest, type NodeResponse } from "../api/http.js";
 import { MAX_BODY_BYTES } from "../api/limits.js";
-import { httpStatusOf, palmError, reasonOf, toPalmError } from "../errors.js";
-import { newRequestId, REQUEST_ID_HEADER } from "../api/request-id.js";
+import { invokeUnaryImplementation } from "../api/private-apis.js";
+import { REQUEST_ID_HEADER } from "../api/request-id.js";
+import { palmError } from "../errors.js";
 import { isJsonContentType, readRequestBody } from "./rest-body.js";
 import { createRestCodec } from "./rest-codec.js";
 import type { RestRoute } from "./rest-routes.js";
-
-/** RestAnswer is a complete REST response, written by the server. */
-export interface RestAnswer {
-  readonly status: number;
-  readonly headers: Headers;
-  readonly body: Uint8Array;
-}
-
-/** RestCall is what the door hands on with an admitted REST request. */
-export interface RestCall {
-  /** Request id, protocol and (keyed methods) principal. */
-  readonly contextValues: ContextValues;
-  /** Aborted when the client goes away. */
-  readonly signal: AbortSignal;
-}
 
 /** RestHandlerOptions configure {@link createRestHandler}. */
 export interface RestHandlerOptions {
@@ -63,8 +42,8 @@ export interface RestHandlerOptions {
 
 /** RestHandler serves admitted REST calls. */
 export interface RestHandler {
-  /** serve runs one call through the interceptors and the service; never rejects. */
-  serve(req: NodeRequest, res: NodeResponse, route: RestRoute, call: RestCall): Promise<RestAnswer>;
+  /** serve runs one call the door let in through the interceptors and the service; never rejects. */
+  serve(req: NodeRequest, res: NodeResponse, route: RestRoute, exchange: Exchange): Promise<Answer>;
   /** close stops the codec workers (after the server stopped serving). */
   close(): Promise<void>;
 }
@@ -92,8 +71,7 @@ export function createRestHandler(options: RestHandlerOptions): RestHandler {
     return codec.decode(route.method.input, route.body, bytes);
   }
 
-  async function serve(req: NodeRequest, res: NodeResponse, route: RestRoute, call: RestCall): Promise<RestAnswer> {
-    const requestId = call.contextValues.get(kRequestId) ?? newRequestId();
+  async function serve(req: NodeRequest, res: NodeResponse, route: RestRoute, exchange: Exchange): Promise<Answer> {
     let ctx: ReturnType<typeof createHandlerContext> | undefined;
     try {
       const spec = specs.get(route.method);
@@ -105,10 +83,10 @@ export function createRestHandler(options: RestHandlerOptions): RestHandler {
         protocolName: "rest",
         requestMethod: req.method ?? "POST",
         url: req.url ?? "/",
-        requestSignal: call.signal,
+        requestSignal: exchange.signal,
         shutdownSignal: options.shutdownSignal,
         requestHeader: webHeaders(req),
-        contextValues: call.contextValues,
+        contextValues: exchange.contextValues,
       });
       // The innermost interceptor reads the body: after the key and quota checks passed.
       const readBody: Interceptor = (next) => async (r) =>
@@ -117,42 +95,15 @@ export function createRestHandler(options: RestHandlerOptions): RestHandler {
       const message = await invokeUnaryImplementation(spec, ctx, create(route.method.input), interceptors);
       const headers = restHeaders(ctx.responseHeader, ctx.responseTrailer);
       headers.set("content-type", "application/json");
-      headers.set(REQUEST_ID_HEADER, requestId);
+      headers.set(REQUEST_ID_HEADER, exchange.requestId);
       const body = await codec.encode(route.method.output, message as MessageShape<DescMessage>);
       return { status: 200, headers, body };
     } catch (e) {
-      const err = ConnectError.from(e);
-      if (!err.metadata.has(REQUEST_ID_HEADER)) err.metadata.set(REQUEST_ID_HEADER, requestId);
-      return restErrorAnswer(err);
+      return errorAnswer("rest", exchange.fail(e), "application/json");
     } finally {
       ctx?.abort(); // unlinks the call's signal from the shutdown signal
     }
   }
 
   return { serve, close: () => codec.close() };
-}
-
-/** Response headers REST forwards from the RPC's metadata: ours (x-…), Retry-After and Allow. */
-const isRestHeader = (name: string) => name.startsWith("x-") || name === "retry-after" || name === "allow";
-
-function restHeaders(...sources: Headers[]): Headers {
-  const out = new Headers();
-  for (const h of sources) {
-    h.forEach((value, name) => {
-      if (isRestHeader(name)) out.set(name, value);
-    });
-  }
-  return out;
-}
-
-/** restErrorAnswer is SPEC.md's JSON error answer of `e` (its metadata's request id, quota and Retry-After headers). */
-export function restErrorAnswer(e: ConnectError): RestAnswer {
-  let err = e;
-  if (reasonOf(err) === undefined) err = toPalmError(err);
-  const status = httpStatusOf(err);
-  const headers = restHeaders(err.metadata);
-  headers.set("content-type", "application/json");
-  const requestId = err.metadata.get(REQUEST_ID_HEADER) ?? newRequestId();
-  headers.set(REQUEST_ID_HEADER, requestId);
-  return { status, headers, body: errorPayload(reasonOf(err) ?? "internal_error", err.rawMessage, status, requestId) };
 }

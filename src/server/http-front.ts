@@ -11,21 +11,21 @@ import http from "node:http";
 import http2 from "node:http2";
 import type { ServerHttp2Session } from "node:http2";
 import net, { type AddressInfo } from "node:net";
-import { errorPayload, pathOf, type NodeHandlerFn } from "../api/http.js";
-import { newRequestId, REQUEST_ID_HEADER } from "../api/request-id.js";
+import { errorAnswer } from "../api/error-answer.js";
+import { pathOf, type NodeHandlerFn } from "../api/http.js";
 import type { Config } from "../config.js";
-import { ERRORS } from "../errors.js";
 import type { Logger } from "../log.js";
-import { H2_DEFAULT_WINDOW, widenWindows } from "./respond.js";
+import type { AccessLog } from "./access-log.js";
+import { H2_DEFAULT_WINDOW } from "./respond.js";
 
 const H2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 
 /** HttpFrontOptions configure {@link HttpFront}. */
 export interface HttpFrontOptions {
   config: Pick<Config, "headersTimeoutMs" | "bodyTimeoutMs" | "idleTimeoutMs">;
-  /** HTTP/2 receive windows in bytes, per stream and per connection, once a call on the connection is admitted ({@link HttpFront.admitted}). */
-  windows: { stream: number; connection: number };
   logger: Logger;
+  /** Writes the HTTP/1.1 connections whose request headers never came. */
+  accessLog: Pick<AccessLog, "headersTimedOut">;
   /** Serves every request, on either protocol. */
   handler: NodeHandlerFn;
   /** Paths whose "Expect: 100-continue" the handler answers itself (the API's, after the key check). */
@@ -43,11 +43,9 @@ export class HttpFront {
   #drained: (() => void) | undefined;
   #closing = false;
   #closed: Promise<void> | undefined;
-  readonly #windows: { stream: number; connection: number };
 
   constructor(options: HttpFrontOptions) {
-    const { config, windows } = options;
-    this.#windows = windows;
+    const { config } = options;
     // Slow-client guard for every protocol: the whole request must arrive within this bound.
     const receiveTimeoutMs = config.headersTimeoutMs + config.bodyTimeoutMs + 1000;
     const handle: NodeHandlerFn = (req, res) => this.#track(req, res, receiveTimeoutMs, options.handler);
@@ -60,10 +58,10 @@ export class HttpFront {
       },
       handle,
     );
-    this.#h1.on("clientError", (err: NodeJS.ErrnoException, socket: net.Socket) => answerClientError(err, socket, options.logger));
+    this.#h1.on("clientError", (err: NodeJS.ErrnoException, socket: net.Socket) => answerClientError(err, socket, options.accessLog));
     // h1 never listens itself (the TCP front does); 'listening' starts its timeout checks.
     this.#h1.emit("listening");
-    // Each stream's window is HTTP/2's default until a call on its connection is admitted (admitted()).
+    // Each stream's window is HTTP/2's default until a call on its connection comes with a recognised key (respond.ts, widenWindows).
     this.#h2 = http2.createServer({ settings: { maxConcurrentStreams: 256, initialWindowSize: H2_DEFAULT_WINDOW } }, handle);
     // "Expect: 100-continue": paths that answer it themselves get it after the key check;
     // everything else gets the 100 at once, as Node would do by itself.
@@ -81,11 +79,6 @@ export class HttpFront {
     });
     this.#tcp = net.createServer((socket) => this.#sniff(socket, config.headersTimeoutMs));
     this.#tcp.on("error", (err) => options.logger.error({ err }, "server error"));
-  }
-
-  /** admitted gives `req`'s HTTP/2 connection its full windows (a recognised key came on it). */
-  admitted(req: Parameters<NodeHandlerFn>[0]): void {
-    widenWindows(req, this.#windows);
   }
 
   /** The requests whose responses have not closed yet. */
@@ -182,18 +175,16 @@ export class HttpFront {
  * (PALM_HEADERS_TIMEOUT_MS): SPEC.md's 504 `timeout` in our JSON instead of Node's bare 408;
  * other malformed HTTP keeps Node's answers.
  */
-function answerClientError(err: NodeJS.ErrnoException, socket: net.Socket, logger: Logger): void {
+function answerClientError(err: NodeJS.ErrnoException, socket: net.Socket, accessLog: HttpFrontOptions["accessLog"]): void {
   if (err.code === "ECONNRESET" || !socket.writable) return void socket.destroy();
   if (err.code === "ERR_HTTP_REQUEST_TIMEOUT") {
-    const requestId = newRequestId();
-    logger.info({ request_id: requestId, protocol: "http", status: 504, code: "timeout" }, "request headers not received in time");
-    const status = ERRORS.timeout.httpStatus;
-    const body = errorPayload("timeout", "The request headers were not received in time.", status, requestId);
-    socket.write(
-      `HTTP/1.1 ${status} Gateway Timeout\r\ncontent-type: application/json\r\ncontent-length: ${body.byteLength}\r\n` +
-        `${REQUEST_ID_HEADER}: ${requestId}\r\nconnection: close\r\n\r\n`,
-    );
-    socket.end(body);
+    const answer = errorAnswer("rest", accessLog.headersTimedOut(), "");
+    let head = `HTTP/1.1 ${answer.status} ${http.STATUS_CODES[answer.status]}\r\n`;
+    answer.headers.forEach((v, k) => {
+      head += `${k}: ${v}\r\n`;
+    });
+    socket.write(`${head}content-length: ${answer.body.byteLength}\r\nconnection: close\r\n\r\n`);
+    socket.end(answer.body);
     return;
   }
   const tooLarge = err.code === "HPE_HEADER_OVERFLOW";

@@ -6,38 +6,12 @@
  * windows also sends it a GOAWAY (endUnreadStream).
  */
 import http2 from "node:http2";
-import type net from "node:net";
+import type { Answer } from "../api/error-answer.js";
 import type { NodeRequest, NodeResponse } from "../api/http.js";
+import { lingerOnClose, streamBodyEnded } from "../api/private-apis.js";
 
-/** Answer is a complete response: status, headers and the whole body. */
-export interface Answer {
-  readonly status: number;
-  readonly headers: Headers;
-  readonly body: Uint8Array;
-}
-
-/** LINGER (HTTP/1.1): after refusing an unread body, keep discarding for at most 1 s or 1 MiB, then close. */
+/** LINGER_MS: how long an HTTP/2 stream refused unread may take to fill its default window before its connection closes. */
 const LINGER_MS = 1000;
-const LINGER_BYTES = 1024 * 1024;
-
-/**
- * lingerOnClose replaces the immediate close Node does after a `Connection: close` response by a
- * bounded "lingering close" (as nginx does): the client still uploading gets to read the response
- * instead of a connection reset that would discard it (test/integration/rest.spec.ts, 413 cases).
- */
-function lingerOnClose(socket: net.Socket): void {
-  socket.destroySoon = function lingeringDestroySoon(this: net.Socket) {
-    this.end();
-    let discarded = 0;
-    const timer = setTimeout(() => this.destroy(), LINGER_MS);
-    timer.unref();
-    this.on("data", (chunk: Buffer) => {
-      discarded += chunk.byteLength;
-      if (discarded > LINGER_BYTES) this.destroy();
-    });
-    this.once("close", () => clearTimeout(timer));
-  };
-}
 
 /** HTTP/2's default window (RFC 9113 6.9.2): what a connection and each of its streams may send ahead until a call on it is admitted. */
 export const H2_DEFAULT_WINDOW = 65_535;
@@ -110,8 +84,7 @@ function drainWindow(req: NodeRequest & { stream: http2.ServerHttp2Stream }, oth
 
 /** uploadArrived: the stream's whole request body is already buffered (its end received), and it is small. */
 function uploadArrived(stream: http2.ServerHttp2Stream): boolean {
-  const state = (stream as unknown as { _readableState?: { ended?: boolean } })._readableState;
-  return (stream.readableEnded || state?.ended === true) && stream.readableLength <= 64 * 1024;
+  return streamBodyEnded(stream) && stream.readableLength <= 64 * 1024;
 }
 
 /**

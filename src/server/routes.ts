@@ -15,7 +15,7 @@ import type { Logger } from "../log.js";
 import { createGrpcHealthService } from "../service/health-service.js";
 import { createPalmService } from "../service/palm-service.js";
 import { createReflectionService } from "../service/reflection-service.js";
-import { createRequestInterceptor } from "./request-interceptor.js";
+import { createOutcomeInterceptor } from "./outcome-interceptor.js";
 
 /** PUBLIC_METHODS need no API key: the liveness checks and server reflection (the schema is public). */
 export const PUBLIC_METHODS = Object.freeze([
@@ -68,31 +68,12 @@ export interface InterceptorsOptions {
   logger: Logger;
   /** Clock for quota periods (tests). */
   now?: () => Date;
-  /** Outermost interceptor counting every RPC (src/ops/metrics.ts). Default: none. */
-  metrics?: Interceptor;
 }
 
-/** InterceptorChain is the chain, and its outer part that also sees the door's refusals. */
-export interface InterceptorChain {
-  /** Outermost first: metrics, request id/log/errors, API key, quota. */
-  readonly all: Interceptor[];
-  /** Metrics and request id/log/errors: what a request refused at the door passes through. */
-  readonly outer: Interceptor[];
-}
-
-/** createInterceptors returns the chain, outermost first: metrics, request id/log/errors, API key, quota. */
+/** createInterceptors returns the chain, outermost first: outcome (request id, errors), API key, quota (one chain for every protocol). */
 export function createInterceptors(options: InterceptorsOptions): Interceptor[] {
-  return createInterceptorChain(options).all;
-}
-
-/** createInterceptorChain returns {@link InterceptorChain} (one chain for every protocol). */
-export function createInterceptorChain(options: InterceptorsOptions): InterceptorChain {
-  const outer = [...(options.metrics ? [options.metrics] : []), createRequestInterceptor({ logger: options.logger })];
-  return { outer, all: [...outer, ...createInnerInterceptors(options)] };
-}
-
-function createInnerInterceptors(options: InterceptorsOptions): Interceptor[] {
   return [
+    createOutcomeInterceptor(),
     createApiKeyInterceptor({ store: options.store, publicMethods: PUBLIC_METHODS }),
     createQuotaInterceptor({
       store: options.store,

@@ -30,22 +30,21 @@ import {
   universalRequestFromNodeRequest,
   universalResponseToNodeResponse,
 } from "@connectrpc/connect-node";
-import { encodeEnvelope, type Compression, type UniversalHandler, type UniversalServerResponse } from "@connectrpc/connect/protocol";
+import type { Exchange } from "../api/context-keys.js";
+import { endOfStream, readConnectError, readEndOfStream, readTrailerError, rewriteTrailer } from "../api/error-answer.js";
+import { isEnveloped, wireProtocolOf, type NodeRequest, type NodeResponse, type WireProtocol } from "../api/http.js";
 import {
   codeToHttpStatus,
+  encodeEnvelope,
   endStreamFlag,
-  endStreamFromJson,
-  endStreamToJson,
-  errorFromJsonBytes,
   errorToJsonBytes,
-} from "@connectrpc/connect/protocol-connect";
-import { findTrailerError, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
-import { trailerFlag, trailerParse, trailerSerialize } from "@connectrpc/connect/protocol-grpc-web";
-import { palmError, reasonOf, toPalmError } from "../errors.js";
+  trailerFlag,
+  type Compression,
+  type UniversalHandler,
+  type UniversalServerResponse,
+} from "../api/private-apis.js";
 import { REQUEST_ID_HEADER } from "../api/request-id.js";
-import type { Logger } from "../log.js";
-import type { NodeRequest, NodeResponse } from "../api/http.js";
-import type { DoorCall } from "./door.js";
+import { palmError, reasonOf, toPalmError } from "../errors.js";
 import { releaseUnreadBody } from "./respond.js";
 
 /** RpcAdapterOptions configure {@link createRpcAdapter}. */
@@ -53,17 +52,10 @@ export interface RpcAdapterOptions extends ConnectRouterOptions {
   routes: (router: ConnectRouter) => void;
   /** Largest request message (enveloped protocols) or body (Connect unary), bytes. */
   maxBodyBytes: number;
-  logger: Logger;
 }
 
 /** ENVELOPE_HEADER_BYTES: flags (1) + big-endian length (4) before each enveloped message. */
 const ENVELOPE_HEADER_BYTES = 5;
-
-/** isEnveloped tells the content types whose body is a sequence of length-prefixed messages. */
-export function isEnveloped(contentType: string | null): boolean {
-  const ct = (contentType ?? "").toLowerCase();
-  return ct.startsWith("application/grpc") || ct.startsWith("application/connect+");
-}
 
 /**
  * limitRequestBody passes `body` through unchanged while it stays within `maxBytes`:
@@ -145,7 +137,7 @@ export function clientFault(e: ConnectError): ConnectError {
 }
 
 /**
- * recorded tells whether an error answer's status metadata carries our request id: the request
+ * recorded tells whether an error answer's status metadata carries our request id: the outcome
  * interceptor puts it on every error it sees; errors found by connect before it, or while a
  * stream's input is read, have none.
  */
@@ -170,65 +162,43 @@ export const inputFaults: Interceptor = (next) => async (req) => {
 };
 
 /**
- * mapLibraryErrors rewrites, in place, an error answer that did not pass the request interceptor
+ * mapLibraryErrors rewrites, in place, an error answer that did not pass the outcome interceptor
  * (no request id on it: connect refused the message before any interceptor) into the error
- * table's answer, recorded (log line, metrics) by `record`. gRPC: the trailers are rewritten
- * after the body has run; Connect unary: the JSON error body and status are replaced; gRPC-Web and
- * Connect streaming: such an answer is one trailer (end-stream) message, which is replaced
+ * table's answer, noted on the exchange. gRPC: the trailers are rewritten after the body has run;
+ * Connect unary: the JSON error body and status are replaced; gRPC-Web and Connect streaming: such
+ * an answer is one trailer (end-stream) message, which is replaced
  * (test/integration/malformed-rpc.spec.ts).
  */
-async function mapLibraryErrors(
-  uRes: UniversalServerResponse,
-  contentType: string,
-  record: (err: ConnectError) => Promise<ConnectError>,
-): Promise<UniversalServerResponse> {
-  const ct = contentType.toLowerCase();
+async function mapLibraryErrors(uRes: UniversalServerResponse, wire: WireProtocol, exchange: Exchange): Promise<UniversalServerResponse> {
+  const note = (found: ConnectError) => exchange.fail(clientFault(found));
   const body = uRes.body as AsyncIterable<Uint8Array> | undefined;
-  if (ct.startsWith("application/grpc-web") && body) {
+  if ((wire === "grpc-web" || wire === "connect-stream") && body) {
+    const flag = wire === "grpc-web" ? trailerFlag : endStreamFlag;
     return {
       ...uRes,
-      body: rewriteFirstEnvelope(body, trailerFlag, async (payload) => {
-        const trailer = trailerParse(payload);
-        const found = findTrailerError(trailer);
-        if (!found || recorded(trailer)) return undefined;
-        const err = await record(clientFault(found));
-        return trailerSerialize(setTrailerStatus(new Headers(), err));
+      body: rewriteFirstEnvelope(body, flag, async (payload) => {
+        const end = readEndOfStream(wire, payload);
+        if (!end?.error) return undefined;
+        // The request id on every answer: connect puts an error's metadata in the end-stream message only.
+        const id = end.metadata.get(REQUEST_ID_HEADER);
+        if (id !== null) {
+          if (wire === "connect-stream") uRes.header?.set(REQUEST_ID_HEADER, id);
+          return undefined;
+        }
+        const err = note(end.error);
+        if (wire === "connect-stream") uRes.header?.set(REQUEST_ID_HEADER, exchange.requestId);
+        return endOfStream(wire, err);
       }),
     };
   }
-  if (ct.startsWith("application/connect+") && body) {
-    return {
-      ...uRes,
-      body: rewriteFirstEnvelope(body, endStreamFlag, async (payload) => {
-        let end: ReturnType<typeof endStreamFromJson>;
-        try {
-          end = endStreamFromJson(payload);
-        } catch {
-          return undefined;
-        }
-        if (!end.error) return undefined;
-        if (recorded(end.metadata)) {
-          // The request id on every answer: connect puts an error's metadata in the end-stream message only.
-          uRes.header?.set(REQUEST_ID_HEADER, end.metadata.get(REQUEST_ID_HEADER) ?? "");
-          return undefined;
-        }
-        const err = await record(clientFault(end.error));
-        uRes.header?.set(REQUEST_ID_HEADER, err.metadata.get(REQUEST_ID_HEADER) ?? "");
-        return new TextEncoder().encode(JSON.stringify(endStreamToJson(new Headers(), err, {}))); // the error's metadata goes in once, from err
-      }),
-    };
-  }
-  if (ct.startsWith("application/grpc") && uRes.trailer) {
+  if (wire === "grpc" && uRes.trailer) {
     const trailer = uRes.trailer;
-    const rewrite = async () => {
-      const found = findTrailerError(trailer);
-      if (!found || recorded(trailer)) return;
-      const err = await record(clientFault(found));
-      for (const k of [...trailer.keys()]) trailer.delete(k);
-      setTrailerStatus(trailer, err);
+    const rewrite = () => {
+      const found = readTrailerError(trailer);
+      if (found && !recorded(trailer)) rewriteTrailer(trailer, note(found));
     };
     if (!body) {
-      await rewrite();
+      rewrite();
       return uRes;
     }
     return {
@@ -237,18 +207,20 @@ async function mapLibraryErrors(
         try {
           yield* body;
         } finally {
-          await rewrite();
+          rewrite();
         }
       })(),
     };
   }
-  if (!isEnveloped(ct) && uRes.status !== 200 && !recorded(uRes.header) && ct.startsWith("application/")) {
+  if (wire === "connect" && uRes.status !== 200 && !recorded(uRes.header)) {
     const chunks: Uint8Array[] = [];
     for await (const c of body ?? []) chunks.push(c);
-    let found: ConnectError;
-    try {
-      found = errorFromJsonBytes(Buffer.concat(chunks), undefined, new ConnectError("", Code.Internal));
-    } catch {
+    const found = readConnectError(Buffer.concat(chunks), new ConnectError("", Code.Internal));
+    if (!found) {
+      // connect's own bodiless refusals (405, 415) stay as they are, noted by their status.
+      exchange.fail(
+        palmError(uRes.status === 415 ? "unsupported_media_type" : uRes.status === 405 ? "method_not_allowed" : "invalid_json"),
+      );
       return {
         ...uRes,
         body: (async function* () {
@@ -256,7 +228,7 @@ async function mapLibraryErrors(
         })(),
       };
     }
-    const err = await record(clientFault(found));
+    const err = note(found);
     const header = new Headers(uRes.header);
     err.metadata.forEach((v, k) => {
       header.set(k, v);
@@ -316,13 +288,13 @@ async function* refused(tooLarge: () => Error): AsyncIterable<Uint8Array> {
 export interface RpcAdapter {
   /** connect's handler of each RPC path. */
   readonly paths: ReadonlyMap<string, UniversalHandler>;
-  /** serve runs an admitted request (the door's context values) through connect's handler. */
-  serve(req: NodeRequest, res: NodeResponse, handler: UniversalHandler, call: DoorCall): void;
+  /** serve runs a request the door let in through connect's handler, with its exchange's context values. */
+  serve(req: NodeRequest, res: NodeResponse, handler: UniversalHandler, exchange: Exchange): Promise<void>;
 }
 
 /** createRpcAdapter registers the routes on a connect router and returns {@link RpcAdapter}. */
 export function createRpcAdapter(options: RpcAdapterOptions): RpcAdapter {
-  const { routes, maxBodyBytes, logger, ...routerOptions } = options;
+  const { routes, maxBodyBytes, ...routerOptions } = options;
   const tooLarge = () => palmError("image_too_large");
   const router = createConnectRouter({
     acceptCompression: [compressionGzip, compressionBrotli].map((c) => limitedCompression(c, tooLarge)),
@@ -333,32 +305,30 @@ export function createRpcAdapter(options: RpcAdapterOptions): RpcAdapter {
   const paths = new Map<string, UniversalHandler>();
   for (const handler of router.handlers) paths.set(handler.requestPath, handler);
 
-  const serve = (req: NodeRequest, res: NodeResponse, handler: UniversalHandler, call: DoorCall) => {
-    const uReq = universalRequestFromNodeRequest(req, res, undefined, call.contextValues);
+  const serve = async (req: NodeRequest, res: NodeResponse, handler: UniversalHandler, exchange: Exchange) => {
+    const uReq = universalRequestFromNodeRequest(req, res, undefined, exchange.contextValues);
     // The body as a byte stream that is paused, not destroyed, when connect stops reading it
     // early (a refusal): destroying it would reset the connection under the answer.
     const raw = req.iterator({ destroyOnReturn: false }) as AsyncIterable<Uint8Array>;
-    const enveloped = isEnveloped(uReq.header.get("content-type"));
+    const contentType = uReq.header.get("content-type") ?? "";
+    const wire = wireProtocolOf(contentType, true);
+    const enveloped = isEnveloped(wire);
     const declared = Number(uReq.header.get("content-length") ?? "");
     // connect would refuse a Content-Length over its readMaxBytes with its own error before
     // reading; refuse it here with SPEC's, without reading the body either.
     const refuse = !enveloped && Number.isFinite(declared) && declared > maxBodyBytes;
     if (refuse) uReq.header.delete("content-length");
     const body = refuse ? refused(tooLarge) : limitRequestBody(raw, enveloped, maxBodyBytes, tooLarge);
-    const contentType = uReq.header.get("content-type") ?? "";
-    const rpc = `${handler.service.typeName}/${handler.method.name}`;
-    // Errors connect detects before any interceptor get the error table's answer, a log line and
-    // a count (test/integration/malformed-rpc.spec.ts).
-    handler({ ...uReq, body })
-      .then((uRes) => mapLibraryErrors(uRes, contentType, call.record))
-      .then((uRes) => {
-        releaseUnreadBody(req, res);
-        return universalResponseToNodeResponse(uRes, res);
-      })
-      .catch((reason: unknown) => {
-        if (ConnectError.from(reason).code === Code.Aborted) return;
-        logger.error({ err: reason, rpc }, "rpc handler failed");
-      });
+    // Errors connect detects before any interceptor get the error table's answer, noted on the
+    // exchange (test/integration/malformed-rpc.spec.ts).
+    try {
+      const uRes = await mapLibraryErrors(await handler({ ...uReq, body }), wire, exchange);
+      releaseUnreadBody(req, res);
+      await universalResponseToNodeResponse(uRes, res);
+    } catch (reason) {
+      if (ConnectError.from(reason).code === Code.Aborted) return;
+      exchange.logger.error({ err: reason }, "rpc handler failed");
+    }
   };
   return { paths, serve };
 }

@@ -1,8 +1,7 @@
 /**
- * The network server: ONE port for gRPC (HTTP/2 cleartext), gRPC-Web, Connect and REST. The HTTP
- * front (http-front.ts) takes both HTTP versions on that port; every request goes to the site
- * (src/http), then the door (door.ts), which routes and admits every API request from its
- * headers and hands it to connect's handler (rpc-adapter.ts) or to REST (src/rest).
+ * The network server: ONE port for gRPC (HTTP/2 cleartext), gRPC-Web, Connect and REST. This file
+ * builds each step of the request path and hands them to request-path.ts, which shows the whole
+ * path in order; the HTTP front (http-front.ts) runs it for every request.
  */
 import type { Store } from "../auth/store.js";
 import type { Config } from "../config.js";
@@ -18,12 +17,13 @@ import { quotaLimitOf, refuseExhausted } from "../auth/quota-interceptor.js";
 import { MAX_BODY_BYTES } from "../api/limits.js";
 import { createRestHandler } from "../rest/rest-handler.js";
 import { createRestTable, restRoutesOf } from "../rest/rest-routes.js";
+import { REST_SERVICES } from "../rest/rest-services.js";
+import { createAccessLog } from "./access-log.js";
 import { createDoor } from "./door.js";
 import { HttpFront } from "./http-front.js";
-import { respond } from "./respond.js";
+import { createRequestPath } from "./request-path.js";
 import { createRpcAdapter } from "./rpc-adapter.js";
-import { REST_SERVICES } from "../rest/rest-services.js";
-import { createInterceptorChain, createServices, PUBLIC_METHODS, registerServices } from "./routes.js";
+import { createInterceptors, createServices, PUBLIC_METHODS, registerServices } from "./routes.js";
 
 /** PalmServerOptions configure {@link createPalmServer}. */
 export interface PalmServerOptions {
@@ -79,10 +79,10 @@ export function createPalmServer(options: PalmServerOptions): PalmServer {
   const services = createServices({ analyzer: options.analyzer, config, stopping: stopping.signal });
   const metrics = createMetrics({ analyzer: options.analyzer });
   const metricsServer = config.metricsPort === undefined ? undefined : createMetricsServer(metrics);
-  const chain = createInterceptorChain({ store: options.store, config, logger, now: options.now, metrics: metrics.interceptor });
+  const interceptors = createInterceptors({ store: options.store, config, logger, now: options.now });
   const rest = createRestHandler({
     services,
-    interceptors: chain.all,
+    interceptors,
     bodyTimeoutMs: config.bodyTimeoutMs,
     codecThreads: config.restCodecThreads,
     shutdownSignal: shutdownController.signal,
@@ -90,8 +90,7 @@ export function createPalmServer(options: PalmServerOptions): PalmServer {
   const restTable = createRestTable(restRoutesOf(REST_SERVICES));
   const rpc = createRpcAdapter({
     routes: registerServices(services),
-    interceptors: chain.all,
-    logger,
+    interceptors,
     // Request messages up to the REST body limit: the adapter refuses a larger one with SPEC's
     // image_too_large as its envelope header arrives; the 5 MiB image limit is checked by the
     // service (test/integration/protocols.spec.ts).
@@ -102,32 +101,20 @@ export function createPalmServer(options: PalmServerOptions): PalmServer {
     compressMinBytes: Number.MAX_SAFE_INTEGER,
     shutdownSignal: shutdownController.signal,
   });
-  // Route, key and plan from the headers, before any body is read, for every protocol (door.ts).
   const checkKey = createKeyCheck(options.store);
+  const now = options.now ?? (() => new Date());
   const door = createDoor({
     rpc: rpc.paths,
     rest: restTable,
     publicMethods: PUBLIC_METHODS,
-    admit: async (header) => {
+    checkAccess: async (header) => {
       const principal = await checkKey(header);
-      await refuseExhausted(
-        options.store,
-        principal.clientId,
-        quotaLimitOf(config.planLimits, principal.plan),
-        (options.now ?? (() => new Date()))(),
-      );
+      await refuseExhausted(options.store, principal.clientId, quotaLimitOf(config.planLimits, principal.plan), now());
       return principal;
     },
-    admitted: (req) => front.admitted(req),
-    outer: chain.outer,
-    logger,
-    serveRpc: rpc.serve,
-    serveRest: (req, res, route, call) => void rest.serve(req, res, route, call).then((answer) => respond(req, res, answer)),
   });
-
   // In front of the RPCs and REST: CORS, the demo page, the docs, readiness and metrics (src/http).
   const site = createSiteHandler({
-    next: door,
     cors: createCors({ origins: config.corsOrigins }),
     web: createWebHandler({ devKey: options.devKey }),
     readiness: createReadiness({
@@ -139,12 +126,12 @@ export function createPalmServer(options: PalmServerOptions): PalmServer {
     }),
     metrics: metricsServer ? undefined : metrics,
   });
-
+  const accessLog = createAccessLog({ logger, counter: metrics });
   const front = new HttpFront({
     config,
-    windows,
     logger,
-    handler: site,
+    accessLog,
+    handler: createRequestPath({ accessLog, site, door, rpc, rest, windows }),
     answersContinue: (path) => restTable.has(path) || rpc.paths.has(path),
   });
 

@@ -128,17 +128,20 @@ function h1Held(headers: Record<string, string>, path = ANALYZE): Promise<Held> 
 }
 
 /** expectGrpcStatus: the status, the table's message and ErrorInfo, a request id and its log line. */
-function expectGrpcStatus(h: Record<string, string>, reason: Reason): void {
+async function expectGrpcStatus(h: Record<string, string>, reason: Reason): Promise<void> {
   expect(h["grpc-status"]).toBe(String(ERRORS[reason].code));
   expect(decodeURIComponent(h["grpc-message"])).toBe(ERRORS[reason].message);
   const web = new Headers();
   for (const [k, v] of Object.entries(h)) web.set(k, v);
   expect(findTrailerError(web)?.findDetails(ErrorInfoSchema)[0]?.reason).toBe(reason);
-  expectLogged(h["x-request-id"], reason);
+  await expectLogged(h["x-request-id"], reason);
 }
 
-function expectLogged(requestId: string | undefined, reason: Reason): void {
+/** expectLogged: one log line of `requestId` with `reason`, written when its response closes (src/server/access-log.ts). */
+async function expectLogged(requestId: string | undefined, reason: Reason): Promise<void> {
   expect(requestId).toMatch(/^palm_/);
+  const logged = () => lines.some((l) => l.request_id === requestId);
+  for (let i = 0; i < 300 && !logged(); i++) await new Promise((r) => setTimeout(r, 10));
   expect(lines.filter((l) => l.request_id === requestId && l.code === reason)).toHaveLength(1);
 }
 
@@ -147,7 +150,7 @@ describe("a refusal from the headers, the body held back by the client", () => {
     const r = await within(h2Held({ "content-type": "application/grpc+proto", te: "trailers" }), "no answer while the body was held back");
     expect(r.status).toBe(200);
     expect(r.body.byteLength).toBe(0);
-    expectGrpcStatus(r.headers, "missing_api_key");
+    await expectGrpcStatus(r.headers, "missing_api_key");
     await within(r.closed, "the stream stayed open");
   });
 
@@ -156,7 +159,7 @@ describe("a refusal from the headers, the body held back by the client", () => {
       h2Held({ "content-type": "application/grpc", te: "trailers", "x-api-key": generateApiKey() }),
       "no answer while the body was held back",
     );
-    expectGrpcStatus(r.headers, "invalid_api_key");
+    await expectGrpcStatus(r.headers, "invalid_api_key");
     await within(r.closed, "the stream stayed open");
   });
 
@@ -169,7 +172,7 @@ describe("a refusal from the headers, the body held back by the client", () => {
       h2Held({ "content-type": "application/grpc", te: "trailers", "x-api-key": tiny }),
       "no answer while the body was held back",
     );
-    expectGrpcStatus(r.headers, "quota_exceeded");
+    await expectGrpcStatus(r.headers, "quota_exceeded");
     expect(Number(r.headers["retry-after"])).toBeGreaterThan(0);
     expect(r.headers["x-monthly-quota-remaining"]).toBe("0");
     await within(r.closed, "the stream stayed open");
@@ -181,7 +184,7 @@ describe("a refusal from the headers, the body held back by the client", () => {
       h2Held({ "content-type": "application/grpc", te: "trailers", "grpc-encoding": "gzip" }),
       "no answer while the body was held back",
     );
-    expectGrpcStatus(r.headers, "missing_api_key");
+    await expectGrpcStatus(r.headers, "missing_api_key");
   });
 
   it("gRPC while Redis hangs: UNAVAILABLE store_unavailable (fail closed), body unread", async () => {
@@ -190,7 +193,7 @@ describe("a refusal from the headers, the body held back by the client", () => {
       h2Held({ "content-type": "application/grpc", te: "trailers", "x-api-key": key }),
       "no answer while the body was held back",
     );
-    expectGrpcStatus(r.headers, "store_unavailable");
+    await expectGrpcStatus(r.headers, "store_unavailable");
     expect(r.headers["x-monthly-quota-remaining"]).toBeUndefined();
   });
 
@@ -199,7 +202,7 @@ describe("a refusal from the headers, the body held back by the client", () => {
     expect(r.status).toBe(200);
     expect(r.body.byteLength).toBe(0);
     expect(r.headers["content-type"]).toBe("application/grpc-web+proto");
-    expectGrpcStatus(r.headers, "missing_api_key");
+    await expectGrpcStatus(r.headers, "missing_api_key");
     await within(r.closed, "the connection stayed open");
   });
 
@@ -208,7 +211,7 @@ describe("a refusal from the headers, the body held back by the client", () => {
       h2Held({ "content-type": "application/grpc-web+proto", "x-api-key": generateApiKey() }),
       "no answer while the body was held back",
     );
-    expectGrpcStatus(r.headers, "invalid_api_key");
+    await expectGrpcStatus(r.headers, "invalid_api_key");
     await within(r.closed, "the stream stayed open");
   });
 
@@ -222,7 +225,7 @@ describe("a refusal from the headers, the body held back by the client", () => {
     expect(json.code).toBe("unauthenticated");
     expect(json.message).toBe(ERRORS.missing_api_key.message);
     expect(json.details?.[0]?.type).toBe("google.rpc.ErrorInfo");
-    expectLogged(r.headers["x-request-id"], "missing_api_key");
+    await expectLogged(r.headers["x-request-id"], "missing_api_key");
     await within(r.closed, "the connection stayed open");
   });
 
@@ -233,7 +236,7 @@ describe("a refusal from the headers, the body held back by the client", () => {
     );
     expect(r.status).toBe(401);
     expect(JSON.parse(r.body.toString()).message).toBe(ERRORS.invalid_api_key.message);
-    expectLogged(r.headers["x-request-id"], "invalid_api_key");
+    await expectLogged(r.headers["x-request-id"], "invalid_api_key");
     await within(r.closed, "the stream stayed open");
   });
 

@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { compressionGzip } from "@connectrpc/connect-node";
-import { isEnveloped, limitedCompression, limitRequestBody } from "../../../src/server/rpc-adapter.js";
+import { isEnveloped, wireProtocolOf } from "../../../src/api/http.js";
+import { limitedCompression, limitRequestBody } from "../../../src/server/rpc-adapter.js";
 
 class TooLarge extends Error {}
 
@@ -70,13 +71,21 @@ describe("limitRequestBody()", () => {
   });
 
   it("knows which content types are enveloped", () => {
-    expect(isEnveloped("application/grpc")).toBe(true);
-    expect(isEnveloped("application/grpc+proto")).toBe(true);
-    expect(isEnveloped("application/grpc-web+proto")).toBe(true);
-    expect(isEnveloped("application/connect+json")).toBe(true);
-    expect(isEnveloped("application/proto")).toBe(false);
-    expect(isEnveloped("application/json")).toBe(false);
-    expect(isEnveloped(null)).toBe(false);
+    const enveloped = (ct: string) => isEnveloped(wireProtocolOf(ct, true));
+    expect(enveloped("application/grpc")).toBe(true);
+    expect(enveloped("application/grpc+proto")).toBe(true);
+    expect(enveloped("Application/gRPC-Web+proto")).toBe(true);
+    expect(enveloped("application/connect+json")).toBe(true);
+    expect(enveloped("application/proto")).toBe(false);
+    expect(enveloped("application/json")).toBe(false);
+    expect(enveloped("")).toBe(false);
+  });
+
+  it("tells the caller's protocol off an RPC path from its content type or Connect's header", () => {
+    expect(wireProtocolOf("application/json", false)).toBe("rest");
+    expect(wireProtocolOf("application/json", false, true)).toBe("connect");
+    expect(wireProtocolOf("application/json", true)).toBe("connect");
+    expect(wireProtocolOf("application/grpc-web-text", false)).toBe("grpc-web");
   });
 });
 
