@@ -594,9 +594,9 @@ export const SCENARIOS: readonly Scenario[] = [
   OVERLOAD,
   healthAb(
     "health-ab-os-tuning",
-    { PALM_OS_TUNING: "off" },
+    { PALM_OS_TUNING: "on" },
     "gRPC",
-    "No OS tuning (A) against the default PALM_OS_TUNING=on (B), under gRPC load (docs/decisions/os-tuning.md).",
+    "PALM_OS_TUNING=on (A) against the default, off (B), under gRPC load (docs/decisions/os-tuning.md).",
   ),
   healthAb(
     "health-ab-codec",

@@ -196,10 +196,10 @@ export const CONFIG_SCHEMA = {
   /** OS tuning by the launcher (src/launch/os-tuning.ts). */
   osTuning: variable({
     name: "PALM_OS_TUNING",
-    parse: oneOf(["on", "off"] as const, "on"),
-    default: "`on`",
+    parse: oneOf(["on", "off"] as const, "off"),
+    default: "`off`",
     meaning:
-      "`on`: the launcher keeps the event loop ahead of the analyses on Linux: the server's threads started after start-up (codec workers, libvips, onnxruntime) at nice 10, every thread of the analysis worker processes at nice 10 under SCHED_IDLE (util-linux `chrt`), and each worker pinned to a CPU of its own while all CPUs run an analysis (`taskset`); `off`: none of it. Use `off` where the replica shares its CPUs with other busy processes: a SCHED_IDLE thread gets almost nothing while any normal thread wants the core, so analyses would run into `PALM_ANALYZE_TIMEOUT_MS`. What each part buys and costs: [decisions/os-tuning.md](decisions/os-tuning.md). Replaces `PALM_THREAD_NICE` and `PALM_WORKER_SCHED`, which are now refused at start-up",
+      "`on`, for a machine whose CPUs serve this replica alone: the launcher keeps the event loop ahead of the analyses on Linux: the server's threads started after start-up (codec workers, libvips, onnxruntime) at nice 10, every thread of the analysis worker processes at nice 10 under SCHED_IDLE (util-linux `chrt`), and each worker pinned to a CPU of its own while all CPUs run an analysis (`taskset`); `off`: none of it. Off by default: where the replica shares its CPUs with other busy processes (most containers), a SCHED_IDLE thread gets almost nothing while any normal thread wants the core, so analyses would run into `PALM_ANALYZE_TIMEOUT_MS`. What each part buys and costs: [decisions/os-tuning.md](decisions/os-tuning.md). Replaces `PALM_THREAD_NICE` and `PALM_WORKER_SCHED`, which are now refused at start-up",
   }),
   /** Origins allowed to call the API from a browser (CORS); "*" allows any. */
   corsOrigins: variable({

@@ -1,5 +1,5 @@
 /**
- * OS tuning, applied by the launcher (main.ts) behind one switch, PALM_OS_TUNING (on by
+ * OS tuning, applied by the launcher (main.ts) behind one switch, PALM_OS_TUNING (off by
  * default): it keeps the server's event loop ahead of the number crunching on a machine whose
  * cores the analyses fill. The pool and the server know nothing of it; the pool only reports its
  * workers ({@link WorkerPoolObserver}). What each part buys and where it hurts, with the

@@ -2,7 +2,7 @@
  * `npm start` runs compiled code: the server from dist/ with package.json's Node flags, its
  * analysis workers from dist/ too, and no tsx or esbuild anywhere in its process tree. It
  * answers health and the README's sample over REST with the key it prints, and applies the OS
- * tuning to its workers as PALM_OS_TUNING says (on unless this run sets it off).
+ * tuning to its workers as PALM_OS_TUNING says (off unless this run sets it on).
  */
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
@@ -69,7 +69,7 @@ describe("npm start", () => {
     for (const line of lines) expect(line).not.toMatch(/tsx|esbuild/);
 
     const worker = tree[lines.findIndex((l) => l.includes("inference-worker.js"))];
-    const tuned = process.env.PALM_OS_TUNING !== "off" && spawnSync("chrt", ["--version"]).status === 0;
+    const tuned = process.env.PALM_OS_TUNING === "on" && spawnSync("chrt", ["--version"]).status === 0;
     expect(new Set(schedPolicies(worker).values())).toEqual(new Set([tuned ? SCHED_IDLE : SCHED_OTHER]));
     expect(new Set(schedPolicies(child.pid!).values()), "the server's own threads").toEqual(new Set([SCHED_OTHER]));
 

@@ -17,7 +17,7 @@ describe("loadConfig()", () => {
     expect(c.planLimits).toEqual({ free: 100, starter: 1000, pro: 10000 });
     expect(c.planLimits).toBe(DEFAULT_PLAN_LIMITS);
     expect(c.analyzeTimeoutMs).toBe(30_000);
-    expect(c.osTuning).toBe("on");
+    expect(c.osTuning).toBe("off");
     expect(Object.isFrozen(c)).toBe(true);
     expect(Object.isFrozen(c.planLimits)).toBe(true);
   });
@@ -50,7 +50,7 @@ describe("loadConfig()", () => {
       PALM_DEV_KEY: "palm_live_0123456789abcdef0123456789abcdef",
       PALM_ANALYZE_TIMEOUT_MS: "5000",
       PALM_WORKERS: "3",
-      PALM_OS_TUNING: "off",
+      PALM_OS_TUNING: "on",
       LOG_LEVEL: "debug",
     });
     expect(c).toMatchObject({
@@ -61,7 +61,7 @@ describe("loadConfig()", () => {
       devKey: "palm_live_0123456789abcdef0123456789abcdef",
       analyzeTimeoutMs: 5000,
       workers: 3,
-      osTuning: "off",
+      osTuning: "on",
       logLevel: "debug",
     });
   });
