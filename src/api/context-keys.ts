@@ -18,7 +18,7 @@ export interface Principal {
 /** UsageSnapshot is the client's quota once this request's unit is committed. */
 export interface UsageSnapshot {
   /** This request's place among the period's committed requests (distinct across all 200s). */
-  readonly used: number;
+  readonly place: number;
   /** The plan's monthly limit. */
   readonly limit: number;
   readonly plan: string;
@@ -58,9 +58,10 @@ export const kExchange = createContextKey<Exchange | undefined>(undefined, { des
 export const kPrincipal = createContextKey<Principal | undefined>(undefined, { description: "principal" });
 
 /**
- * QuotaTicket is one request's quota unit, handed by the quota interceptor to the service: the
- * service reserves it once admission control accepted the work ({@link QuotaTicket.reserve}) and
- * commits it when the answer is a 200 ({@link QuotaTicket.commit}). Anything else releases it.
+ * QuotaTicket is one request's quota unit, handed by the quota interceptor to the service
+ * (src/auth/quota-ticket.ts): the service reserves it once admission control accepted the work
+ * ({@link QuotaTicket.reserve}) and commits it just before it shapes its 200
+ * ({@link QuotaTicket.commit}). Anything else releases it.
  */
 export interface QuotaTicket {
   /** reserve holds one pending unit (idempotent); throws quota_exceeded or store_unavailable. */

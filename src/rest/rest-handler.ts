@@ -40,7 +40,7 @@ export interface RestHandlerOptions {
   codecThreads?: number;
 }
 
-/** RestHandler serves admitted REST calls. */
+/** RestHandler serves the REST calls the door let in. */
 export interface RestHandler {
   /** serve runs one call the door let in through the interceptors and the service; never rejects. */
   serve(req: NodeRequest, res: NodeResponse, route: RestRoute, exchange: Exchange): Promise<Answer>;

@@ -13,12 +13,12 @@ import { lingerOnClose, streamBodyEnded } from "../api/private-apis.js";
 /** LINGER_MS: how long an HTTP/2 stream refused unread may take to fill its default window before its connection closes. */
 const LINGER_MS = 1000;
 
-/** HTTP/2's default window (RFC 9113 6.9.2): what a connection and each of its streams may send ahead until a call on it is admitted. */
+/** HTTP/2's default window (RFC 9113 6.9.2): what a connection and each of its streams may send ahead until a call on it comes with a recognised key. */
 export const H2_DEFAULT_WINDOW = 65_535;
 
 /**
  * widenWindows gives a connection its full receive windows (`stream` bytes per call, `connection`
- * bytes for all) once one of its calls has been admitted (a recognised key): until then each
+ * bytes for all) once one of its calls came with a recognised key: until then each
  * stream and the connection may send only HTTP/2's default 64 KiB ahead, so a connection that
  * never shows a key cannot make the server receive more than that per refused call
  * (test/integration/door.spec.ts, "keyless 8 MiB bodies").
@@ -37,7 +37,7 @@ const widened = new WeakSet<http2.Http2Session>();
  * endUnreadStream prepares the end of an HTTP/2 upload the server will not read, before its
  * answer goes out; the function it returns ends it once the answer is written.
  * - Its whole body already arrived (at most 64 KiB): discarded.
- * - On a connection that never had a call admitted, the stream may send only 64 KiB: that much
+ * - On a connection where no call came with a recognised key, the stream may send only 64 KiB: that much
  *   is read and discarded (a few chunks), then the stream is reset (NO_ERROR, RFC 9113 8.1)
  *   with nothing of it still in flight, and the connection goes on.
  * - Otherwise (a connection with 8 MiB windows, or a client that stops sending): a GOAWAY goes

@@ -12,8 +12,7 @@ import { createWebHandler } from "../http/web-handler.js";
 import { createMetrics, createMetricsServer } from "../ops/metrics.js";
 import { createReadiness } from "../ops/readiness.js";
 import type { Logger } from "../log.js";
-import { createKeyCheck } from "../auth/api-key-interceptor.js";
-import { quotaLimitOf, refuseExhausted } from "../auth/quota-interceptor.js";
+import { createAccessCheck } from "../auth/access-check.js";
 import { MAX_BODY_BYTES } from "../api/limits.js";
 import { createRestHandler } from "../rest/rest-handler.js";
 import { createRestTable, restRoutesOf } from "../rest/rest-routes.js";
@@ -64,8 +63,8 @@ export interface PalmServer {
  * so one photo goes up without waiting for a window update (HTTP/2's 64 KiB default costs a
  * round trip per 64 KiB; docs/decisions/http2-windows-8mib.md). What a connection's streams may
  * buffer together stays bounded by the connection window; a request is still refused past
- * MAX_BODY_BYTES. A connection gets both windows with its first admitted request (a recognised
- * key): before that, 64 KiB each, so keyless uploads cost the server next to nothing.
+ * MAX_BODY_BYTES. A connection gets both windows with its first request that comes with a recognised
+ * key: before that, 64 KiB each, so keyless uploads cost the server next to nothing.
  */
 export const H2_STREAM_WINDOW = MAX_BODY_BYTES;
 export const H2_CONNECTION_WINDOW = MAX_BODY_BYTES;
@@ -101,17 +100,11 @@ export function createPalmServer(options: PalmServerOptions): PalmServer {
     compressMinBytes: Number.MAX_SAFE_INTEGER,
     shutdownSignal: shutdownController.signal,
   });
-  const checkKey = createKeyCheck(options.store);
-  const now = options.now ?? (() => new Date());
   const door = createDoor({
     rpc: rpc.paths,
     rest: restTable,
     publicMethods: PUBLIC_METHODS,
-    checkAccess: async (header) => {
-      const principal = await checkKey(header);
-      await refuseExhausted(options.store, principal.clientId, quotaLimitOf(config.planLimits, principal.plan), now());
-      return principal;
-    },
+    checkAccess: createAccessCheck({ store: options.store, planLimits: config.planLimits, now: options.now }),
   });
   // In front of the RPCs and REST: CORS, the demo page, the docs, readiness and metrics (src/http).
   const site = createSiteHandler({

@@ -101,7 +101,7 @@ function toResponse(result: AnalysisResult, usage: UsageSnapshot | undefined, ct
       reason: result.reason,
     },
     usage: usage && {
-      requestsUsed: BigInt(usage.used),
+      requestsUsed: BigInt(usage.place),
       requestsLimit: BigInt(usage.limit),
       plan: usage.plan,
       resetsAt: BigInt(usage.resetsAt),
