@@ -27,6 +27,13 @@ module.exports = {
       from: { path: "^src/" },
       to: { path: "^(test|bench)/" },
     },
+    {
+      name: "no-build-tools-in-src",
+      comment: "the server never converts models: build tools live in tools/ and run at install",
+      severity: "error",
+      from: { path: "^src/" },
+      to: { path: "^tools/" },
+    },
     { name: "no-circular", severity: "error", from: { path: "^src/" }, to: { circular: true } },
   ],
   options: {

@@ -23,7 +23,7 @@ import {
   type Point,
   type RotatedRect,
 } from "./geometry.js";
-import { buildHandModels, DEFAULT_HAND_MODEL_DIR, HAND_MODEL_FILES } from "./hand-models.js";
+import { DEFAULT_HAND_MODEL_DIR, HAND_MODEL_FILES, HandModelError } from "./hand-models.js";
 import { palmFrame } from "./palm-frame.js";
 
 /** HandDetection is the one hand found in an image. */
@@ -170,7 +170,9 @@ export async function createHandLandmarker(options: HandLandmarkerOptions = {}):
   const modelDir = options.modelDir ?? DEFAULT_HAND_MODEL_DIR;
   const palmPath = join(modelDir, HAND_MODEL_FILES.palm);
   const landmarkPath = join(modelDir, HAND_MODEL_FILES.landmark);
-  if (!existsSync(palmPath) || !existsSync(landmarkPath)) await buildHandModels(modelDir);
+  if (!existsSync(palmPath) || !existsSync(landmarkPath)) {
+    throw new HandModelError(`The hand models are missing from ${modelDir}: run npm run build:hand-models (npm install runs it).`);
+  }
   const threads = options.intraOpNumThreads ?? 1;
   const minScore = options.minDetectionScore ?? 0.5;
   const minPresence = options.minPresence ?? 0.5;

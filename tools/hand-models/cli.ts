@@ -1,12 +1,14 @@
 /**
  * build-hand-models converts MediaPipe's palm detector and hand-landmark model from the installed
  * `@mediapipe/hands` package into `models/hands/*.onnx` (our own TFLite -> ONNX converter; nothing
- * is downloaded). Run as the package's `postinstall`; `--if-missing` keeps existing files.
+ * is downloaded). Run as the package's `postinstall` (`npm run build:hand-models`); `--if-missing`
+ * keeps existing files.
  *
- *   node --import tsx scripts/build-hand-models.ts [--if-missing] [--out DIR]
+ *   node --import tsx tools/hand-models/cli.ts [--if-missing] [--out DIR]
  */
 import { performance } from "node:perf_hooks";
-import { buildHandModels, DEFAULT_HAND_MODEL_DIR } from "../src/landmarks/hand-models.js";
+import { DEFAULT_HAND_MODEL_DIR } from "../../src/landmarks/hand-models.js";
+import { buildHandModels } from "./build-hand-models.js";
 
 const args = process.argv.slice(2);
 const outAt = args.indexOf("--out");

@@ -1,8 +1,8 @@
 import * as ort from "onnxruntime-node";
 import { describe, expect, it } from "vitest";
-import { buildHandModels } from "../../../src/landmarks/hand-models.js";
-import { halfToFloat32, convertTfliteToOnnx, ConversionError } from "../../../src/landmarks/tflite-to-onnx.js";
-import type { TfliteModel, TfliteOperator } from "../../../src/landmarks/tflite-reader.js";
+import { buildHandModels } from "../../tools/hand-models/build-hand-models.js";
+import { halfToFloat32, convertTfliteToOnnx, ConversionError } from "../../tools/hand-models/tflite-to-onnx.js";
+import type { TfliteModel, TfliteOperator } from "../../tools/hand-models/tflite-reader.js";
 
 // Small TFLite graphs built by hand (the converter takes the parsed form), run through onnxruntime
 // and compared with straightforward NHWC reference implementations of TFLite's kernels.

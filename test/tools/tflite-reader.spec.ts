@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { readHandSources } from "../../../src/landmarks/hand-models.js";
-import { isTflite, readTflite, TfliteError } from "../../../src/landmarks/tflite-reader.js";
+import { readHandSources } from "../../tools/hand-models/build-hand-models.js";
+import { isTflite, readTflite, TfliteError } from "../../tools/hand-models/tflite-reader.js";
 
 const sources = readHandSources();
 

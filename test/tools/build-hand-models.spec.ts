@@ -2,9 +2,10 @@ import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { readOnnxMetadataProps } from "../../../src/inference/model-metadata.js";
-import { createHandLandmarker } from "../../../src/landmarks/hand-landmarker.js";
-import { buildHandModels, HAND_MODEL_FILES } from "../../../src/landmarks/hand-models.js";
+import { readOnnxMetadataProps } from "../../src/inference/model-metadata.js";
+import { createHandLandmarker } from "../../src/landmarks/hand-landmarker.js";
+import { HAND_MODEL_FILES } from "../../src/landmarks/hand-models.js";
+import { buildHandModels } from "../../tools/hand-models/build-hand-models.js";
 
 describe("buildHandModels()", () => {
   let dir: string;
@@ -27,10 +28,11 @@ describe("buildHandModels()", () => {
     expect(props.handedness_labels).toBe("Left,Right");
   });
 
-  it("createHandLandmarker builds missing models on first use", async () => {
+  it("createHandLandmarker never converts: missing models are an error naming the build command", async () => {
     const empty = join(dir, "fresh");
+    await expect(createHandLandmarker({ modelDir: empty, warmUp: false })).rejects.toThrow(/npm run build:hand-models/);
+    expect((await buildHandModels(empty)).built).toBe(true);
     const lm = await createHandLandmarker({ modelDir: empty, warmUp: false });
     await lm.close();
-    expect((await buildHandModels(empty)).built).toBe(false);
   });
 });
