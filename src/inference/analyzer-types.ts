@@ -26,6 +26,57 @@ export interface LineStats {
   length: number;
   /** Why the line is not reported ({@link LineReason}); "" when detected. */
   reason: LineReason;
+  /** The line's traits (line-traits.ts); absent when not detected. */
+  traits?: LineTraits;
+}
+
+/** LineEnd places one end of a line relative to the landmarks (see line-traits.ts `placeOnPalm`). */
+export interface LineEnd {
+  /** Image pixels. */
+  point: [number, number];
+  /** Across the palm: 0 at the little-finger knuckle (17), 1 at the index knuckle (5). */
+  across: number;
+  /** Down the palm: 0 on the knuckle line 17-5, 1 at the wrist (0). */
+  along: number;
+  zone: "little" | "ring" | "middle" | "index" | "thumb_side" | "wrist";
+}
+
+/** LineTraits are a detected line's traits, numbers and the words of docs/api.md's scales. */
+export interface LineTraits {
+  length: "short" | "medium" | "long";
+  /** Sagitta over chord: the course's largest distance from the line joining its ends, over that line's length. */
+  curvature: number;
+  curvatureLabel: "straight" | "curved" | "strongly_curved";
+  /** 1 - crease brightness / skin brightness beside it, in [0,1]. */
+  depth: number;
+  depthLabel: "faint" | "medium" | "deep";
+  /** Gaps along the course: where (fraction of the course from the start), how long (palm widths), the middle (image pixels). */
+  breaks: { at: number; length: number; point: [number, number] }[];
+  /** Branches near an end: which end, reach in palm widths, where they leave the course (image pixels). */
+  forks: { near: "start" | "end"; length: number; point: [number, number] }[];
+  start: LineEnd;
+  end: LineEnd;
+}
+
+/** HeadLifeStart: whether the head and life lines start joined, and their closest gap there (palm widths). */
+export interface HeadLifeStart {
+  joined: boolean;
+  gap: number;
+}
+
+/** HandShape is the hand's proportions from its landmarks (hand-shape.ts; docs/api.md "Hand shape"). */
+export interface HandShape {
+  /** Wrist (0) to middle knuckle (9), image pixels. */
+  palmLength: number;
+  /** palmLength / palm width. */
+  palmRatio: number;
+  palm: "square" | "long";
+  /** Knuckle-to-tip length along the joints, per finger, over palmLength. */
+  fingers: Record<"thumb" | "index" | "middle" | "ring" | "little", number>;
+  fingerLength: "short" | "long";
+  /** Index length / ring length. */
+  indexRingRatio: number;
+  handType: "earth" | "air" | "fire" | "water";
 }
 
 /**
@@ -50,6 +101,8 @@ export interface HandInfo {
   landmarks: [number, number][];
   /** Distance between the index and little-finger knuckles (landmarks 5 and 17), image pixels. */
   palmWidth: number;
+  /** The hand's proportions. */
+  shape: HandShape;
 }
 
 /** AnalysisResult is everything the engine produces for one image. */
@@ -68,6 +121,8 @@ export interface AnalysisResult {
   hand?: HandInfo;
   /** Why no line is reported; "" when at least one is. */
   reason: NoLinesReason;
+  /** Head and life start joined or apart; absent unless both were detected. */
+  headLifeStart?: HeadLifeStart;
 }
 
 /** AnalyzeOptions are per-call options of {@link Analyzer.analyze}. */

@@ -140,14 +140,19 @@ function simplify(path: readonly ModelPoint[], eps: number): ModelPoint[] {
 }
 
 /**
- * linePath traces a kept line mask (S x S, canonical frame) as one ordered path: the longest path
- * through each skeleton piece, pieces joined end to end (nearest ends first, up to `maxGap` model
- * pixels apart), simplified to at most {@link MAX_POLYLINE_POINTS} points. Oriented as a palmist
+ * lineCourse traces a kept line mask (S x S, canonical frame) as one ordered pixel path: the
+ * longest path through each skeleton piece, pieces joined end to end (nearest ends first, up to
+ * `maxGap` model pixels apart; a join is a step longer than one pixel). Oriented as a palmist
  * reads the line: heart from the little-finger edge (small u), head from the thumb side (large u),
- * life from its start near the index (small v) toward the wrist. Empty when the mask is empty.
- * Pinned by test/unit/inference/line-geometry.spec.ts.
+ * life from its start near the index (small v) toward the wrist. Also returns the skeleton. Empty
+ * when the mask is empty.
  */
-export function linePath(kept: Uint8Array, size: number, line: LineName, maxGap = size * 0.12): ModelPoint[] {
+export function lineCourse(
+  kept: Uint8Array,
+  size: number,
+  line: LineName,
+  maxGap = size * 0.12,
+): { path: ModelPoint[]; skeleton: Uint8Array } {
   const skel = thin(kept, size);
   const seen = new Uint8Array(size * size);
   const pieces: ModelPoint[][] = [];
@@ -156,7 +161,7 @@ export function linePath(kept: Uint8Array, size: number, line: LineName, maxGap 
     const p = componentDiameter(skel, size, i, seen);
     if (p.length) pieces.push(p);
   }
-  if (!pieces.length) return [];
+  if (!pieces.length) return { path: [], skeleton: skel };
   pieces.sort((a, b) => pathLength(b) - pathLength(a));
   let path = pieces.shift()!;
   const dist = (a: ModelPoint, b: ModelPoint) => Math.hypot(a[0] - b[0], a[1] - b[1]);
@@ -192,6 +197,20 @@ export function linePath(kept: Uint8Array, size: number, line: LineName, maxGap 
   const [s, e] = [path[0], path[path.length - 1]];
   const reverse = line === "heart" ? s[0] > e[0] : line === "head" ? s[0] < e[0] : s[1] > e[1];
   if (reverse) path.reverse();
+  return { path, skeleton: skel };
+}
+
+/**
+ * linePath is {@link lineCourse}'s path simplified (Douglas-Peucker) to at most
+ * {@link MAX_POLYLINE_POINTS} points. Pinned by test/unit/inference/line-geometry.spec.ts.
+ */
+export function linePath(kept: Uint8Array, size: number, line: LineName, maxGap = size * 0.12): ModelPoint[] {
+  return simplifyCourse(lineCourse(kept, size, line, maxGap).path);
+}
+
+/** simplifyCourse simplifies a {@link lineCourse} path to at most {@link MAX_POLYLINE_POINTS} points. */
+export function simplifyCourse(path: readonly ModelPoint[]): ModelPoint[] {
+  if (!path.length) return [];
   let eps = 0.75;
   let out = simplify(path, eps);
   while (out.length > MAX_POLYLINE_POINTS) {

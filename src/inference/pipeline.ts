@@ -15,12 +15,16 @@ import {
   LINE_NAMES,
   type AnalysisResult,
   type HandInfo,
+  type HeadLifeStart,
   type LineName,
   type LineReason,
   type LineStats,
+  type LineTraits,
   type NoLinesReason,
 } from "./analyzer-types.js";
+import { handShape } from "./hand-shape.js";
 import { linePath, polylineLength } from "./line-geometry.js";
+import { frameLuma, measureLines } from "./line-traits.js";
 import type { ModelMetadata } from "./model-metadata.js";
 import { createModelSession, type ModelSession, type ModelSessionOptions } from "./model-session.js";
 import { growLine, palmDistanceMap, palmShare, renderFrameMask, selectLine, type FullMask } from "./postprocess.js";
@@ -162,6 +166,8 @@ export async function analyzeImage(
   clearLines();
   let reason: NoLinesReason = "no_hand";
   let hand: HandInfo | undefined;
+  let traits: Partial<Record<LineName, LineTraits>> = {};
+  let headLifeStart: HeadLifeStart | undefined;
 
   const small = await resizeToFit(image, HAND_SEARCH_SIDE);
   const found = await engine.hands.detect(small.data, small.width, small.height);
@@ -170,7 +176,7 @@ export async function analyzeImage(
     const sx = width / small.width;
     const sy = height / small.height;
     const landmarks = found.landmarks.map(([x, y]): Point => [round(x * sx, 1), round(y * sy, 1)]);
-    hand = { handedness: found.handedness, landmarks, palmWidth: round(palmWidth(landmarks), 1) };
+    hand = { handedness: found.handedness, landmarks, palmWidth: round(palmWidth(landmarks), 1), shape: handShape(landmarks) };
     if (facing(hand) === "back") {
       reason = "back_of_hand";
     } else {
@@ -212,7 +218,17 @@ export async function analyzeImage(
             });
           }
           if (LINE_NAMES.filter((line) => detected[line]).length < meta.detection.minLines) clearLines();
-          else reason = "";
+          else {
+            reason = "";
+            // Traits only for the lines reported (line-traits.ts), length as in their stats.
+            const reported = selected.filter(({ line }) => detected[line]);
+            const lengths = reported.map(({ line, kept }) => ({
+              line,
+              kept,
+              length: hand!.palmWidth > 0 ? round(polylineLength(paths[line]) / hand!.palmWidth, 3) : 0,
+            }));
+            ({ traits, headLifeStart } = measureLines(lengths, { size: S, frame, landmarks, luma: frameLuma(tensor, spec) }));
+          }
         }
         lap("postprocess");
       }
@@ -225,6 +241,7 @@ export async function analyzeImage(
     const unit = hand?.palmWidth ?? 0;
     const lineWhy: LineReason = reason !== "" ? reason : (why[line] ?? "not_visible");
     stats[line] = lineStats(masks[line], detected[line], paths[line], unit > 0 ? polylineLength(paths[line]) / unit : 0, lineWhy);
+    if (stats[line].detected && traits[line]) stats[line].traits = traits[line];
     pngs[line] = encodeMaskPng(masks[line], { level: options.maskPngLevel });
   }
   lap("maskEncode");
@@ -235,7 +252,7 @@ export async function analyzeImage(
   );
   lap("overlayEncode");
   t.total = performance.now() - start;
-  return { result: { model: meta.model, width, height, overlay, masks: pngs, stats, hand, reason }, timings: t };
+  return { result: { model: meta.model, width, height, overlay, masks: pngs, stats, hand, reason, headLifeStart }, timings: t };
 }
 
 /** PipelineEngineHandle is a loaded {@link PipelineEngine} that owns its native sessions. */

@@ -9,7 +9,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { AnalyzeResponseSchema, type AnalyzeRequest, type AnalyzeResponse, type PalmService } from "../../gen/palm/v1/palm_pb.js";
 import { kQuota, kRequestId, type UsageSnapshot } from "../api/context-keys.js";
 import { badRequest, palmError, toPalmError } from "../errors.js";
-import type { AnalysisResult, Analyzer } from "../inference/analyzer-types.js";
+import type { AnalysisResult, Analyzer, LineEnd, LineTraits } from "../inference/analyzer-types.js";
 import { MAX_IMAGE_BYTES } from "../api/limits.js";
 import { newRequestId } from "../api/request-id.js";
 
@@ -83,6 +83,7 @@ function toResponse(result: AnalysisResult, usage: UsageSnapshot | undefined, ct
     polyline: result.stats[name].polyline.map(([x, y]) => ({ x, y })),
     length: result.stats[name].length,
     reason: result.stats[name].reason,
+    traits: result.stats[name].traits && toTraits(result.stats[name].traits),
   });
   return create(AnalyzeResponseSchema, {
     id: ctx.values.get(kRequestId) ?? newRequestId(),
@@ -97,8 +98,10 @@ function toResponse(result: AnalysisResult, usage: UsageSnapshot | undefined, ct
         handedness: result.hand.handedness,
         landmarks: result.hand.landmarks.map(([x, y]) => ({ x, y })),
         palmWidth: result.hand.palmWidth,
+        shape: result.hand.shape,
       },
       reason: result.reason,
+      headLifeStart: result.headLifeStart,
     },
     usage: usage && {
       requestsUsed: BigInt(usage.place),
@@ -107,4 +110,21 @@ function toResponse(result: AnalysisResult, usage: UsageSnapshot | undefined, ct
       resetsAt: BigInt(usage.resetsAt),
     },
   });
+}
+
+const point = ([x, y]: [number, number]) => ({ x, y });
+const toEnd = (e: LineEnd) => ({ point: point(e.point), across: e.across, along: e.along, zone: e.zone });
+
+function toTraits(t: LineTraits) {
+  return {
+    length: t.length,
+    curvature: t.curvature,
+    curvatureLabel: t.curvatureLabel,
+    depth: t.depth,
+    depthLabel: t.depthLabel,
+    breaks: t.breaks.map((b) => ({ at: b.at, length: b.length, point: point(b.point) })),
+    forks: t.forks.map((f) => ({ near: f.near, length: f.length, point: point(f.point) })),
+    start: toEnd(t.start),
+    end: toEnd(t.end),
+  };
 }

@@ -11,7 +11,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file palm/v1/palm.proto.
  */
 export const file_palm_v1_palm: GenFile = /*@__PURE__*/
-  fileDesc("ChJwYWxtL3YxL3BhbG0ucHJvdG8SB3BhbG0udjEiHwoOQW5hbHl6ZVJlcXVlc3QSDQoFaW1hZ2UYASABKAwilwEKD0FuYWx5emVSZXNwb25zZRIKCgJpZBgBIAEoCRIOCgZvYmplY3QYAiABKAkSDwoHY3JlYXRlZBgDIAEoAxINCgVtb2RlbBgEIAEoCRIpCgdyZXN1bHRzGAUgASgLMhgucGFsbS52MS5BbmFseXNpc1Jlc3VsdHMSHQoFdXNhZ2UYBiABKAsyDi5wYWxtLnYxLlVzYWdlIpgBCg9BbmFseXNpc1Jlc3VsdHMSDwoHb3ZlcmxheRgBIAEoDBIhCgVtYXNrcxgCIAEoCzISLnBhbG0udjEuTGluZU1hc2tzEiQKBXN0YXRzGAMgASgLMhUucGFsbS52MS5MaW5lU3RhdHNTZXQSGwoEaGFuZBgEIAEoCzINLnBhbG0udjEuSGFuZBIOCgZyZWFzb24YBSABKAkiUQoESGFuZBISCgpoYW5kZWRuZXNzGAEgASgJEiEKCWxhbmRtYXJrcxgCIAMoCzIOLnBhbG0udjEuUG9pbnQSEgoKcGFsbV93aWR0aBgDIAEoASIdCgVQb2ludBIJCgF4GAEgASgBEgkKAXkYAiABKAEiNgoJTGluZU1hc2tzEg0KBWhlYXJ0GAEgASgMEgwKBGhlYWQYAiABKAwSDAoEbGlmZRgDIAEoDCJ1CgxMaW5lU3RhdHNTZXQSIQoFaGVhcnQYASABKAsyEi5wYWxtLnYxLkxpbmVTdGF0cxIgCgRoZWFkGAIgASgLMhIucGFsbS52MS5MaW5lU3RhdHMSIAoEbGlmZRgDIAEoCzISLnBhbG0udjEuTGluZVN0YXRzIpUBCglMaW5lU3RhdHMSDgoGcGl4ZWxzGAEgASgDEhIKCmNvbmZpZGVuY2UYAiABKAESEAoIY292ZXJhZ2UYAyABKAESEAoIZGV0ZWN0ZWQYBCABKAgSIAoIcG9seWxpbmUYBSADKAsyDi5wYWxtLnYxLlBvaW50Eg4KBmxlbmd0aBgGIAEoARIOCgZyZWFzb24YByABKAkiVwoFVXNhZ2USFQoNcmVxdWVzdHNfdXNlZBgBIAEoAxIWCg5yZXF1ZXN0c19saW1pdBgCIAEoAxIMCgRwbGFuGAMgASgJEhEKCXJlc2V0c19hdBgEIAEoAyIPCg1IZWFsdGhSZXF1ZXN0IiAKDkhlYWx0aFJlc3BvbnNlEg4KBnN0YXR1cxgBIAEoCTK8AQoLUGFsbVNlcnZpY2USWQoHQW5hbHl6ZRIXLnBhbG0udjEuQW5hbHl6ZVJlcXVlc3QaGC5wYWxtLnYxLkFuYWx5emVSZXNwb25zZSIbgtPkkwIVOgEqIhAvdjEvcGFsbS9hbmFseXplElIKBkhlYWx0aBIWLnBhbG0udjEuSGVhbHRoUmVxdWVzdBoXLnBhbG0udjEuSGVhbHRoUmVzcG9uc2UiF4LT5JMCERIPL3YxL3BhbG0vaGVhbHRoYgZwcm90bzM", [file_google_api_annotations]);
+  fileDesc("ChJwYWxtL3YxL3BhbG0ucHJvdG8SB3BhbG0udjEiHwoOQW5hbHl6ZVJlcXVlc3QSDQoFaW1hZ2UYASABKAwilwEKD0FuYWx5emVSZXNwb25zZRIKCgJpZBgBIAEoCRIOCgZvYmplY3QYAiABKAkSDwoHY3JlYXRlZBgDIAEoAxINCgVtb2RlbBgEIAEoCRIpCgdyZXN1bHRzGAUgASgLMhgucGFsbS52MS5BbmFseXNpc1Jlc3VsdHMSHQoFdXNhZ2UYBiABKAsyDi5wYWxtLnYxLlVzYWdlIskBCg9BbmFseXNpc1Jlc3VsdHMSDwoHb3ZlcmxheRgBIAEoDBIhCgVtYXNrcxgCIAEoCzISLnBhbG0udjEuTGluZU1hc2tzEiQKBXN0YXRzGAMgASgLMhUucGFsbS52MS5MaW5lU3RhdHNTZXQSGwoEaGFuZBgEIAEoCzINLnBhbG0udjEuSGFuZBIOCgZyZWFzb24YBSABKAkSLwoPaGVhZF9saWZlX3N0YXJ0GAYgASgLMhYucGFsbS52MS5IZWFkTGlmZVN0YXJ0IiwKDUhlYWRMaWZlU3RhcnQSDgoGam9pbmVkGAEgASgIEgsKA2dhcBgCIAEoASJ0CgRIYW5kEhIKCmhhbmRlZG5lc3MYASABKAkSIQoJbGFuZG1hcmtzGAIgAygLMg4ucGFsbS52MS5Qb2ludBISCgpwYWxtX3dpZHRoGAMgASgBEiEKBXNoYXBlGAQgASgLMhIucGFsbS52MS5IYW5kU2hhcGUirwEKCUhhbmRTaGFwZRITCgtwYWxtX2xlbmd0aBgBIAEoARISCgpwYWxtX3JhdGlvGAIgASgBEgwKBHBhbG0YAyABKAkSJwoHZmluZ2VycxgEIAEoCzIWLnBhbG0udjEuRmluZ2VyTGVuZ3RocxIVCg1maW5nZXJfbGVuZ3RoGAUgASgJEhgKEGluZGV4X3JpbmdfcmF0aW8YBiABKAESEQoJaGFuZF90eXBlGAcgASgJIlsKDUZpbmdlckxlbmd0aHMSDQoFdGh1bWIYASABKAESDQoFaW5kZXgYAiABKAESDgoGbWlkZGxlGAMgASgBEgwKBHJpbmcYBCABKAESDgoGbGl0dGxlGAUgASgBIh0KBVBvaW50EgkKAXgYASABKAESCQoBeRgCIAEoASI2CglMaW5lTWFza3MSDQoFaGVhcnQYASABKAwSDAoEaGVhZBgCIAEoDBIMCgRsaWZlGAMgASgMInUKDExpbmVTdGF0c1NldBIhCgVoZWFydBgBIAEoCzISLnBhbG0udjEuTGluZVN0YXRzEiAKBGhlYWQYAiABKAsyEi5wYWxtLnYxLkxpbmVTdGF0cxIgCgRsaWZlGAMgASgLMhIucGFsbS52MS5MaW5lU3RhdHMiugEKCUxpbmVTdGF0cxIOCgZwaXhlbHMYASABKAMSEgoKY29uZmlkZW5jZRgCIAEoARIQCghjb3ZlcmFnZRgDIAEoARIQCghkZXRlY3RlZBgEIAEoCBIgCghwb2x5bGluZRgFIAMoCzIOLnBhbG0udjEuUG9pbnQSDgoGbGVuZ3RoGAYgASgBEg4KBnJlYXNvbhgHIAEoCRIjCgZ0cmFpdHMYCCABKAsyEy5wYWxtLnYxLkxpbmVUcmFpdHMi8gEKCkxpbmVUcmFpdHMSDgoGbGVuZ3RoGAEgASgJEhEKCWN1cnZhdHVyZRgCIAEoARIXCg9jdXJ2YXR1cmVfbGFiZWwYAyABKAkSDQoFZGVwdGgYBCABKAESEwoLZGVwdGhfbGFiZWwYBSABKAkSIgoGYnJlYWtzGAYgAygLMhIucGFsbS52MS5MaW5lQnJlYWsSIAoFZm9ya3MYByADKAsyES5wYWxtLnYxLkxpbmVGb3JrEh8KBXN0YXJ0GAggASgLMhAucGFsbS52MS5MaW5lRW5kEh0KA2VuZBgJIAEoCzIQLnBhbG0udjEuTGluZUVuZCJGCglMaW5lQnJlYWsSCgoCYXQYASABKAESDgoGbGVuZ3RoGAIgASgBEh0KBXBvaW50GAMgASgLMg4ucGFsbS52MS5Qb2ludCJHCghMaW5lRm9yaxIMCgRuZWFyGAEgASgJEg4KBmxlbmd0aBgCIAEoARIdCgVwb2ludBgDIAEoCzIOLnBhbG0udjEuUG9pbnQiVQoHTGluZUVuZBIdCgVwb2ludBgBIAEoCzIOLnBhbG0udjEuUG9pbnQSDgoGYWNyb3NzGAIgASgBEg0KBWFsb25nGAMgASgBEgwKBHpvbmUYBCABKAkiVwoFVXNhZ2USFQoNcmVxdWVzdHNfdXNlZBgBIAEoAxIWCg5yZXF1ZXN0c19saW1pdBgCIAEoAxIMCgRwbGFuGAMgASgJEhEKCXJlc2V0c19hdBgEIAEoAyIPCg1IZWFsdGhSZXF1ZXN0IiAKDkhlYWx0aFJlc3BvbnNlEg4KBnN0YXR1cxgBIAEoCTK8AQoLUGFsbVNlcnZpY2USWQoHQW5hbHl6ZRIXLnBhbG0udjEuQW5hbHl6ZVJlcXVlc3QaGC5wYWxtLnYxLkFuYWx5emVSZXNwb25zZSIbgtPkkwIVOgEqIhAvdjEvcGFsbS9hbmFseXplElIKBkhlYWx0aBIWLnBhbG0udjEuSGVhbHRoUmVxdWVzdBoXLnBhbG0udjEuSGVhbHRoUmVzcG9uc2UiF4LT5JMCERIPL3YxL3BhbG0vaGVhbHRoYgZwcm90bzM", [file_google_api_annotations]);
 
 /**
  * AnalyzeRequest carries one image file (JPEG or PNG bytes, at most 5 MiB).
@@ -121,6 +121,13 @@ export type AnalysisResults = Message<"palm.v1.AnalysisResults"> & {
    * @generated from field: string reason = 5;
    */
   reason: string;
+
+  /**
+   * Whether the head and life lines start joined; absent unless both were detected.
+   *
+   * @generated from field: palm.v1.HeadLifeStart head_life_start = 6;
+   */
+  headLifeStart?: HeadLifeStart | undefined;
 };
 
 /**
@@ -129,6 +136,35 @@ export type AnalysisResults = Message<"palm.v1.AnalysisResults"> & {
  */
 export const AnalysisResultsSchema: GenMessage<AnalysisResults> = /*@__PURE__*/
   messageDesc(file_palm_v1_palm, 2);
+
+/**
+ * HeadLifeStart compares the starts of the head and life lines.
+ *
+ * @generated from message palm.v1.HeadLifeStart
+ */
+export type HeadLifeStart = Message<"palm.v1.HeadLifeStart"> & {
+  /**
+   * Whether the two lines start joined: gap at most 0.05.
+   *
+   * @generated from field: bool joined = 1;
+   */
+  joined: boolean;
+
+  /**
+   * Closest distance between the courses of the two lines over their first quarters, in palm
+   * widths.
+   *
+   * @generated from field: double gap = 2;
+   */
+  gap: number;
+};
+
+/**
+ * Describes the message palm.v1.HeadLifeStart.
+ * Use `create(HeadLifeStartSchema)` to create a new message.
+ */
+export const HeadLifeStartSchema: GenMessage<HeadLifeStart> = /*@__PURE__*/
+  messageDesc(file_palm_v1_palm, 3);
 
 /**
  * Hand describes the hand the lines were found on.
@@ -158,6 +194,13 @@ export type Hand = Message<"palm.v1.Hand"> & {
    * @generated from field: double palm_width = 3;
    */
   palmWidth: number;
+
+  /**
+   * The hand's proportions, from the landmarks.
+   *
+   * @generated from field: palm.v1.HandShape shape = 4;
+   */
+  shape?: HandShape | undefined;
 };
 
 /**
@@ -165,7 +208,111 @@ export type Hand = Message<"palm.v1.Hand"> & {
  * Use `create(HandSchema)` to create a new message.
  */
 export const HandSchema: GenMessage<Hand> = /*@__PURE__*/
-  messageDesc(file_palm_v1_palm, 3);
+  messageDesc(file_palm_v1_palm, 4);
+
+/**
+ * HandShape is the hand's proportions measured on its landmarks, and the classic palm type they
+ * give (docs/api.md, "Hand shape", names the convention).
+ *
+ * @generated from message palm.v1.HandShape
+ */
+export type HandShape = Message<"palm.v1.HandShape"> & {
+  /**
+   * Wrist to middle-finger base knuckle (landmarks 0 and 9), in image pixels.
+   *
+   * @generated from field: double palm_length = 1;
+   */
+  palmLength: number;
+
+  /**
+   * palm_length / Hand.palm_width.
+   *
+   * @generated from field: double palm_ratio = 2;
+   */
+  palmRatio: number;
+
+  /**
+   * "square" (palm_ratio under 1.5) or "long".
+   *
+   * @generated from field: string palm = 3;
+   */
+  palm: string;
+
+  /**
+   * Each finger's length (base knuckle to tip along its joints) as a fraction of palm_length.
+   *
+   * @generated from field: palm.v1.FingerLengths fingers = 4;
+   */
+  fingers?: FingerLengths | undefined;
+
+  /**
+   * "short" (the middle finger under 1.0 palm_length) or "long".
+   *
+   * @generated from field: string finger_length = 5;
+   */
+  fingerLength: string;
+
+  /**
+   * Index finger length / ring finger length.
+   *
+   * @generated from field: double index_ring_ratio = 6;
+   */
+  indexRingRatio: number;
+
+  /**
+   * The element hand: "earth" (square palm, short fingers), "air" (square, long), "fire" (long,
+   * short), "water" (long, long).
+   *
+   * @generated from field: string hand_type = 7;
+   */
+  handType: string;
+};
+
+/**
+ * Describes the message palm.v1.HandShape.
+ * Use `create(HandShapeSchema)` to create a new message.
+ */
+export const HandShapeSchema: GenMessage<HandShape> = /*@__PURE__*/
+  messageDesc(file_palm_v1_palm, 5);
+
+/**
+ * FingerLengths holds one length per finger, as a fraction of HandShape.palm_length.
+ *
+ * @generated from message palm.v1.FingerLengths
+ */
+export type FingerLengths = Message<"palm.v1.FingerLengths"> & {
+  /**
+   * @generated from field: double thumb = 1;
+   */
+  thumb: number;
+
+  /**
+   * @generated from field: double index = 2;
+   */
+  index: number;
+
+  /**
+   * @generated from field: double middle = 3;
+   */
+  middle: number;
+
+  /**
+   * @generated from field: double ring = 4;
+   */
+  ring: number;
+
+  /**
+   * @generated from field: double little = 5;
+   */
+  little: number;
+};
+
+/**
+ * Describes the message palm.v1.FingerLengths.
+ * Use `create(FingerLengthsSchema)` to create a new message.
+ */
+export const FingerLengthsSchema: GenMessage<FingerLengths> = /*@__PURE__*/
+  messageDesc(file_palm_v1_palm, 6);
 
 /**
  * Point is a position in image pixels (x to the right, y down, origin at the top-left corner).
@@ -189,7 +336,7 @@ export type Point = Message<"palm.v1.Point"> & {
  * Use `create(PointSchema)` to create a new message.
  */
 export const PointSchema: GenMessage<Point> = /*@__PURE__*/
-  messageDesc(file_palm_v1_palm, 4);
+  messageDesc(file_palm_v1_palm, 7);
 
 /**
  * LineMasks holds one single-channel PNG per line: 255 on the line, 0 elsewhere.
@@ -218,7 +365,7 @@ export type LineMasks = Message<"palm.v1.LineMasks"> & {
  * Use `create(LineMasksSchema)` to create a new message.
  */
 export const LineMasksSchema: GenMessage<LineMasks> = /*@__PURE__*/
-  messageDesc(file_palm_v1_palm, 5);
+  messageDesc(file_palm_v1_palm, 8);
 
 /**
  * LineStatsSet holds the statistics of each line.
@@ -247,7 +394,7 @@ export type LineStatsSet = Message<"palm.v1.LineStatsSet"> & {
  * Use `create(LineStatsSetSchema)` to create a new message.
  */
 export const LineStatsSetSchema: GenMessage<LineStatsSet> = /*@__PURE__*/
-  messageDesc(file_palm_v1_palm, 6);
+  messageDesc(file_palm_v1_palm, 9);
 
 /**
  * LineStats describes one line's mask.
@@ -309,6 +456,13 @@ export type LineStats = Message<"palm.v1.LineStats"> & {
    * @generated from field: string reason = 7;
    */
   reason: string;
+
+  /**
+   * The line's traits, measured on its course; absent when the line was not found.
+   *
+   * @generated from field: palm.v1.LineTraits traits = 8;
+   */
+  traits?: LineTraits | undefined;
 };
 
 /**
@@ -316,7 +470,197 @@ export type LineStats = Message<"palm.v1.LineStats"> & {
  * Use `create(LineStatsSchema)` to create a new message.
  */
 export const LineStatsSchema: GenMessage<LineStats> = /*@__PURE__*/
-  messageDesc(file_palm_v1_palm, 7);
+  messageDesc(file_palm_v1_palm, 10);
+
+/**
+ * LineTraits are a detected line's traits: numbers, and words from the scales of docs/api.md.
+ *
+ * @generated from message palm.v1.LineTraits
+ */
+export type LineTraits = Message<"palm.v1.LineTraits"> & {
+  /**
+   * LineStats.length in words: "short", "medium" or "long" (thresholds per line in docs/api.md).
+   *
+   * @generated from field: string length = 1;
+   */
+  length: string;
+
+  /**
+   * How far the course bows away from the straight line between its ends, as a fraction of that
+   * line's length (0 straight; a half circle is 0.5).
+   *
+   * @generated from field: double curvature = 2;
+   */
+  curvature: number;
+
+  /**
+   * "straight" (curvature under 0.05), "curved" (under 0.15) or "strongly_curved".
+   *
+   * @generated from field: string curvature_label = 3;
+   */
+  curvatureLabel: string;
+
+  /**
+   * Contrast of the crease against the skin beside it: 1 - crease brightness / skin brightness
+   * (0 when no darker), measured in the palm's own view so that photos compare.
+   *
+   * @generated from field: double depth = 4;
+   */
+  depth: number;
+
+  /**
+   * "faint" (depth under 0.04), "medium" (under 0.1) or "deep".
+   *
+   * @generated from field: string depth_label = 5;
+   */
+  depthLabel: string;
+
+  /**
+   * Gaps along the course, from the start.
+   *
+   * @generated from field: repeated palm.v1.LineBreak breaks = 6;
+   */
+  breaks: LineBreak[];
+
+  /**
+   * Branches leaving the course near its start or its end.
+   *
+   * @generated from field: repeated palm.v1.LineFork forks = 7;
+   */
+  forks: LineFork[];
+
+  /**
+   * Where the line starts and ends (reading order, as LineStats.polyline).
+   *
+   * @generated from field: palm.v1.LineEnd start = 8;
+   */
+  start?: LineEnd | undefined;
+
+  /**
+   * @generated from field: palm.v1.LineEnd end = 9;
+   */
+  end?: LineEnd | undefined;
+};
+
+/**
+ * Describes the message palm.v1.LineTraits.
+ * Use `create(LineTraitsSchema)` to create a new message.
+ */
+export const LineTraitsSchema: GenMessage<LineTraits> = /*@__PURE__*/
+  messageDesc(file_palm_v1_palm, 11);
+
+/**
+ * LineBreak is a gap along a line's course.
+ *
+ * @generated from message palm.v1.LineBreak
+ */
+export type LineBreak = Message<"palm.v1.LineBreak"> & {
+  /**
+   * Where the gap starts, as a fraction of the course's length from the line's start.
+   *
+   * @generated from field: double at = 1;
+   */
+  at: number;
+
+  /**
+   * The gap's length in palm widths.
+   *
+   * @generated from field: double length = 2;
+   */
+  length: number;
+
+  /**
+   * The gap's middle, in image pixels.
+   *
+   * @generated from field: palm.v1.Point point = 3;
+   */
+  point?: Point | undefined;
+};
+
+/**
+ * Describes the message palm.v1.LineBreak.
+ * Use `create(LineBreakSchema)` to create a new message.
+ */
+export const LineBreakSchema: GenMessage<LineBreak> = /*@__PURE__*/
+  messageDesc(file_palm_v1_palm, 12);
+
+/**
+ * LineFork is a branch leaving a line near one of its ends.
+ *
+ * @generated from message palm.v1.LineFork
+ */
+export type LineFork = Message<"palm.v1.LineFork"> & {
+  /**
+   * "start" or "end": which end of the line it is near.
+   *
+   * @generated from field: string near = 1;
+   */
+  near: string;
+
+  /**
+   * How far the branch reaches from where it leaves the course, in palm widths.
+   *
+   * @generated from field: double length = 2;
+   */
+  length: number;
+
+  /**
+   * Where the branch leaves the course, in image pixels.
+   *
+   * @generated from field: palm.v1.Point point = 3;
+   */
+  point?: Point | undefined;
+};
+
+/**
+ * Describes the message palm.v1.LineFork.
+ * Use `create(LineForkSchema)` to create a new message.
+ */
+export const LineForkSchema: GenMessage<LineFork> = /*@__PURE__*/
+  messageDesc(file_palm_v1_palm, 13);
+
+/**
+ * LineEnd places one end of a line relative to the hand's landmarks.
+ *
+ * @generated from message palm.v1.LineEnd
+ */
+export type LineEnd = Message<"palm.v1.LineEnd"> & {
+  /**
+   * The end, in image pixels.
+   *
+   * @generated from field: palm.v1.Point point = 1;
+   */
+  point?: Point | undefined;
+
+  /**
+   * Across the palm: 0 at the little-finger base knuckle (17), 1 at the index's (5).
+   *
+   * @generated from field: double across = 2;
+   */
+  across: number;
+
+  /**
+   * Down the palm: 0 on the line through those knuckles, 1 at the wrist (0).
+   *
+   * @generated from field: double along = 3;
+   */
+  along: number;
+
+  /**
+   * "little", "ring", "middle", "index" (under that finger), "thumb_side" (past the index toward
+   * the thumb) or "wrist" (along at least 0.8).
+   *
+   * @generated from field: string zone = 4;
+   */
+  zone: string;
+};
+
+/**
+ * Describes the message palm.v1.LineEnd.
+ * Use `create(LineEndSchema)` to create a new message.
+ */
+export const LineEndSchema: GenMessage<LineEnd> = /*@__PURE__*/
+  messageDesc(file_palm_v1_palm, 14);
 
 /**
  * Usage is the client's monthly quota after this request.
@@ -352,7 +696,7 @@ export type Usage = Message<"palm.v1.Usage"> & {
  * Use `create(UsageSchema)` to create a new message.
  */
 export const UsageSchema: GenMessage<Usage> = /*@__PURE__*/
-  messageDesc(file_palm_v1_palm, 8);
+  messageDesc(file_palm_v1_palm, 15);
 
 /**
  * HealthRequest is empty.
@@ -367,7 +711,7 @@ export type HealthRequest = Message<"palm.v1.HealthRequest"> & {
  * Use `create(HealthRequestSchema)` to create a new message.
  */
 export const HealthRequestSchema: GenMessage<HealthRequest> = /*@__PURE__*/
-  messageDesc(file_palm_v1_palm, 9);
+  messageDesc(file_palm_v1_palm, 16);
 
 /**
  * HealthResponse is {"status":"ok"}.
@@ -386,7 +730,7 @@ export type HealthResponse = Message<"palm.v1.HealthResponse"> & {
  * Use `create(HealthResponseSchema)` to create a new message.
  */
 export const HealthResponseSchema: GenMessage<HealthResponse> = /*@__PURE__*/
-  messageDesc(file_palm_v1_palm, 10);
+  messageDesc(file_palm_v1_palm, 17);
 
 /**
  * PalmService finds the heart, head and life lines in one palm photograph.

@@ -271,6 +271,31 @@ describe("analyzeImage()", () => {
     expect([pair.result.stats.heart.reason, pair.result.stats.life.reason]).toEqual(["", ""]);
   });
 
+  it("gives traits to the lines it reports and to no other, and compares head and life only when both are", async () => {
+    const { truth, w, h } = await upscaledTruth("crop-0", 1);
+    const bytes = fixtureImage("crop-0");
+    const pose = whole(w, h);
+    const all = (await analyzeImage(bytes, engine(oracle(truth, w, h, pose), fakeHands(pose, w)))).result;
+    for (const line of LINE_NAMES) {
+      const t = all.stats[line].traits;
+      expect(t, line).toBeDefined();
+      expect(t!.curvature).toBeGreaterThanOrEqual(0);
+      expect(t!.depth).toBeGreaterThanOrEqual(0);
+      // The ends are the polyline's ends.
+      const pl = all.stats[line].polyline;
+      expect(Math.hypot(t!.start.point[0] - pl[0][0], t!.start.point[1] - pl[0][1])).toBeLessThan(2);
+      expect(Math.hypot(t!.end.point[0] - pl[pl.length - 1][0], t!.end.point[1] - pl[pl.length - 1][1])).toBeLessThan(2);
+    }
+    expect(all.headLifeStart).toBeDefined();
+    expect(all.hand?.shape.palmLength).toBeGreaterThan(0);
+    const noHead = (await analyzeImage(bytes, engine(oracle(truth, w, h, pose, { lines: ["heart", "life"] }), fakeHands(pose, w)))).result;
+    expect(noHead.stats.head.detected).toBe(false);
+    expect("traits" in noHead.stats.head).toBe(false); // an undetected line has no traits at all
+    expect(noHead.stats.heart.traits).toBeDefined();
+    expect(noHead.stats.life.traits).toBeDefined();
+    expect(noHead.headLifeStart).toBeUndefined();
+  });
+
   it("returns empty masks and the photo as overlay when the model finds nothing", async () => {
     const blank: PipelineModel = { metadata: META, run: async () => new Float32Array(4 * S * S) };
     const bytes = fixtureImage("crop-1");
