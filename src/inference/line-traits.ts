@@ -159,13 +159,17 @@ export function measureLine(line: LineName, kept: Uint8Array, length: number, ct
   const best: Partial<Record<"start" | "end", { reach: number; at: ModelPoint }>> = {};
   const minFork = Math.max(4, MIN_FORK * unit);
   const stack: number[] = [];
+  const around = new Int32Array(8);
+  const next = new Int32Array(8);
   for (let i = 0; i < n && total > 0; i++) {
     const pos = cum[i] / total;
     const near = pos <= FORK_ZONE ? "start" : pos >= 1 - FORK_ZONE ? "end" : null;
     if (!near) continue;
     const [cu, cv] = path[i];
     let reach = 0;
-    for (const j of neighbours(cu, cv, S)) {
+    const nj = neighbours(cu, cv, S, around);
+    for (let x = 0; x < nj; x++) {
+      const j = around[x];
       if (!skeleton[j] || onCourse[j] || visited[j]) continue;
       visited[j] = 1;
       stack.push(j);
@@ -174,7 +178,9 @@ export function measureLine(line: LineName, kept: Uint8Array, length: number, ct
         const ku = k % S;
         const kv = (k - ku) / S;
         reach = Math.max(reach, Math.hypot(ku - cu, kv - cv));
-        for (const m of neighbours(ku, kv, S)) {
+        const nm = neighbours(ku, kv, S, next);
+        for (let y = 0; y < nm; y++) {
+          const m = next[y];
           if (skeleton[m] && !onCourse[m] && !visited[m]) {
             visited[m] = 1;
             stack.push(m);
@@ -207,15 +213,18 @@ export function measureLine(line: LineName, kept: Uint8Array, length: number, ct
   return { traits, course: path };
 }
 
-function* neighbours(u: number, v: number, S: number): Generator<number> {
+/** neighbours writes the 8-neighbours of (u, v) inside the S x S view into `out` and returns their count. */
+function neighbours(u: number, v: number, S: number, out: Int32Array): number {
+  let n = 0;
   for (let dv = -1; dv <= 1; dv++) {
     const vv = v + dv;
     if (vv < 0 || vv >= S) continue;
     for (let du = -1; du <= 1; du++) {
       const uu = u + du;
-      if ((du || dv) && uu >= 0 && uu < S) yield vv * S + uu;
+      if ((du || dv) && uu >= 0 && uu < S) out[n++] = vv * S + uu;
     }
   }
+  return n;
 }
 
 function median(values: number[]): number {
@@ -228,9 +237,11 @@ function median(values: number[]): number {
 /** Crease depth: see {@link measureLine}. Pixels reading as black (the view's pad outside the photo) are left out. */
 function creaseDepth(kept: Uint8Array, path: readonly ModelPoint[], luma: Float32Array, S: number): number {
   const crease: number[] = [];
+  const nb = new Int32Array(8);
   for (const [u, v] of path) {
     let low = Number.POSITIVE_INFINITY;
-    for (const j of neighbours(u, v, S)) low = Math.min(low, luma[j]);
+    const c = neighbours(u, v, S, nb);
+    for (let x = 0; x < c; x++) low = Math.min(low, luma[nb[x]]);
     low = Math.min(low, luma[v * S + u]);
     if (low > 1) crease.push(low);
   }
@@ -248,7 +259,9 @@ function creaseDepth(kept: Uint8Array, path: readonly ModelPoint[], luma: Float3
     const next: number[] = [];
     for (const i of front) {
       const u = i % S;
-      for (const j of neighbours(u, (i - u) / S, S)) {
+      const c = neighbours(u, (i - u) / S, S, nb);
+      for (let x = 0; x < c; x++) {
+        const j = nb[x];
         if (ring[j]) continue;
         ring[j] = d + 1;
         next.push(j);
