@@ -19,8 +19,8 @@ import {
   HealthCheckResponse_ServingStatus,
 } from "../../gen/grpc/health/v1/health_pb.js";
 import { BadRequestSchema, ErrorInfoSchema, QuotaFailureSchema, RetryInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
-import { AnalysisResultsSchema, PalmService } from "../../gen/palm/v1/palm_pb.js";
-import { create, equals, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { AnalysisResultsSchema, HandShapeSchema, HeadLifeStartSchema, LineTraitsSchema, PalmService } from "../../gen/palm/v1/palm_pb.js";
+import { create, equals, fromBinary, toBinary, toJson } from "@bufbuild/protobuf";
 import { readFileSync } from "node:fs";
 import http2 from "node:http2";
 import { quotaPeriodOf } from "../../src/auth/quota-period.js";
@@ -171,6 +171,7 @@ describe("PalmService/Analyze across protocols", () => {
       detected: first.results!.stats!.heart!.detected,
       polyline: first.results!.stats!.heart!.polyline.map(({ x, y }) => ({ x, y })),
       length: first.results!.stats!.heart!.length,
+      ...(first.results!.stats!.heart!.traits && { traits: restJson(LineTraitsSchema, first.results!.stats!.heart!.traits) }),
     });
     expect(rest.json.results.reason).toBe(first.results!.reason);
     expect(rest.json.usage.requests_used).toBe(n + 1);
@@ -198,6 +199,16 @@ describe("PalmService/Analyze across protocols", () => {
     expect(rest.json.results.reason).toBe("");
     expect(rest.json.results.hand.handedness).toBe(results.hand!.handedness);
     for (const line of ["heart", "head", "life"]) expect(rest.json.results.stats[line].detected, line).toBe(true);
+    // Hand shape and line traits: the same on every protocol (gRPC and Connect by equals above).
+    expect(results.hand!.shape!.palmLength).toBeGreaterThan(0);
+    expect(rest.json.results.hand.shape).toEqual(restJson(HandShapeSchema, results.hand!.shape!));
+    for (const line of ["heart", "head", "life"] as const) {
+      const t = results.stats![line]!.traits!;
+      expect(t, line).toBeDefined();
+      expect(["short", "medium", "long"]).toContain(t.length);
+      expect(rest.json.results.stats[line].traits, line).toEqual(restJson(LineTraitsSchema, t));
+    }
+    expect(rest.json.results.head_life_start).toEqual(restJson(HeadLifeStartSchema, results.headLifeStart!));
   });
 
   it("answers grpc.health.v1.Health/Check with SERVING and PalmService/Health with ok, without a key", async () => {
@@ -387,3 +398,8 @@ describe("PalmService/Analyze errors over gRPC and Connect", () => {
     await expect.poll(usedNow, { timeout: 3000 }).toBe(0);
   });
 });
+
+/** restJson is a message as the REST surface writes it (proto names, every field present). */
+function restJson(schema: Parameters<typeof toJson>[0], message: Parameters<typeof toJson>[1]) {
+  return toJson(schema, message, { useProtoFieldName: true, alwaysEmitImplicit: true });
+}

@@ -39,7 +39,9 @@ describe.skipIf(!HAVE_REAL)("Analyzer.analyze() on real palm photos", () => {
     ? (JSON.parse(readFileSync(join(REAL_DIR, "annotations.json"), "utf8")).images as {
         file: string;
         width: number;
+        palm_width_px: number;
         palm_polygon: Point[];
+        lines: Partial<Record<"heart" | "head" | "life", { points: Point[] }>>;
       }[])
     : [];
   beforeAll(async () => {
@@ -81,4 +83,57 @@ describe.skipIf(!HAVE_REAL)("Analyzer.analyze() on real palm photos", () => {
       }
     },
   );
+
+  it("gives every photo with a hand a plausible hand shape, and every detected line plausible traits (and no other line any)", async () => {
+    let withHand = 0;
+    for (const a of ann) {
+      const r = await analyzer.analyze(readFileSync(join(REAL_DIR, a.file)));
+      if (!r.hand) {
+        for (const l of LINE_NAMES) expect(r.stats[l].traits, `${a.file} ${l}`).toBeUndefined();
+        continue;
+      }
+      withHand++;
+      const shape = r.hand.shape;
+      // Human proportions as MediaPipe's landmarks give them (fingers may be bent or cut off by the frame).
+      expect(shape.palmRatio, a.file).toBeGreaterThan(1.1);
+      expect(shape.palmRatio, a.file).toBeLessThan(2.1);
+      expect(shape.fingers.middle, a.file).toBeGreaterThan(0.3);
+      expect(shape.fingers.middle, a.file).toBeLessThan(1.4);
+      expect(shape.indexRingRatio, a.file).toBeGreaterThan(0.75);
+      expect(shape.indexRingRatio, a.file).toBeLessThan(1.3);
+      expect(["earth", "air", "fire", "water"]).toContain(shape.handType);
+      for (const l of LINE_NAMES) {
+        const s = r.stats[l];
+        if (!s.detected) {
+          expect(s.traits, `${a.file} ${l}`).toBeUndefined();
+          continue;
+        }
+        const t = s.traits!;
+        expect(t, `${a.file} ${l}`).toBeDefined();
+        expect(t.curvature, `${a.file} ${l}`).toBeGreaterThanOrEqual(0);
+        expect(t.curvature, `${a.file} ${l}`).toBeLessThan(0.5);
+        // A crease the model found is darker than the skin beside it.
+        expect(t.depth, `${a.file} ${l}`).toBeGreaterThan(0);
+        expect(t.depth, `${a.file} ${l}`).toBeLessThan(0.7);
+        for (const b of t.breaks) expect(b.at > 0 && b.at < 1 && b.length > 0, `${a.file} ${l} break`).toBe(true);
+        // Reading order on the palm: heart toward the index, head away from it, life down toward the wrist.
+        if (l === "heart") expect(t.end.across, `${a.file} heart`).toBeGreaterThan(t.start.across);
+        if (l === "head") expect(t.end.across, `${a.file} head`).toBeLessThan(t.start.across);
+        if (l === "life") expect(t.end.along, `${a.file} life`).toBeGreaterThan(t.start.along);
+      }
+      const both = r.stats.head.detected && r.stats.life.detected;
+      expect(r.headLifeStart !== undefined, a.file).toBe(both);
+      // Where the annotation's head and life clearly share their start (first points within 2% of
+      // the palm) the answer says joined; where they clearly start apart (10% or more), apart.
+      const [head, life] = [a.lines.head?.points, a.lines.life?.points];
+      if (both && head && life) {
+        let gap = Infinity;
+        for (const p of head.slice(0, 4)) for (const q of life.slice(0, 4)) gap = Math.min(gap, Math.hypot(p[0] - q[0], p[1] - q[1]));
+        gap /= a.palm_width_px;
+        if (gap <= 0.02) expect(r.headLifeStart!.joined, `${a.file} joined`).toBe(true);
+        if (gap >= 0.1) expect(r.headLifeStart!.joined, `${a.file} apart`).toBe(false);
+      }
+    }
+    expect(withHand).toBeGreaterThan(0);
+  });
 });
