@@ -131,6 +131,7 @@ async function showResult(body) {
     row.querySelector(".coverage").textContent = `${(s.coverage ?? 0).toFixed(2)} %`;
   }
   $("detected-count").textContent = String(found);
+  showTraits(stats, results.head_life_start, results.hand?.shape);
   // `results.reason` says why no line is reported ("" when lines are).
   const reason = typeof results.reason === "string" ? results.reason : "";
   $("reason").textContent = reason ? `: ${REASONS[reason] ?? reason.replaceAll("_", " ")}` : "";
@@ -138,6 +139,45 @@ async function showResult(body) {
   const hand = results.hand?.handedness ? ` · ${results.hand.handedness} hand` : "";
   $("meta").textContent = `${body.id} · model ${body.model}${hand}`;
   $("result").hidden = false;
+}
+
+/** Where a line end lies, in words: the finger it is under, the thumb side, or the wrist. */
+const ZONES = { thumb_side: "thumb side", wrist: "near the wrist" };
+const zone = (end) => (end ? (ZONES[end.zone] ?? `under the ${end.zone} finger`) : "");
+
+/**
+ * showTraits fills the traits table (a detected line's `traits`; an undetected line has none and
+ * its row says so), whether head and life start joined, and the hand's shape.
+ */
+function showTraits(stats, headLife, shape) {
+  for (const line of LINES) {
+    const t = stats[line]?.traits;
+    const row = document.querySelector(`#traits tr[data-line="${line}"]`);
+    row.dataset.detected = String(Boolean(t));
+    const cell = (name, text) => (row.querySelector(`.t-${name}`).textContent = text);
+    if (!t) {
+      for (const name of ["curvature", "depth", "breaks", "forks", "start", "end"]) cell(name, "");
+      cell("length", "not found: no traits");
+      continue;
+    }
+    cell("length", `${t.length} (${(stats[line].length ?? 0).toFixed(2)} palm widths)`);
+    cell("curvature", `${t.curvature_label.replaceAll("_", " ")} (${t.curvature.toFixed(3)})`);
+    cell("depth", `${t.depth_label} (${t.depth.toFixed(3)})`);
+    cell(
+      "breaks",
+      t.breaks.length ? t.breaks.map((b) => `at ${Math.round(b.at * 100)} %, ${b.length.toFixed(2)} long`).join("; ") : "none",
+    );
+    cell("forks", t.forks.length ? t.forks.map((f) => `at the ${f.near}, ${f.length.toFixed(2)} long`).join("; ") : "none");
+    cell("start", zone(t.start));
+    cell("end", zone(t.end));
+  }
+  $("head-life").textContent = headLife
+    ? `Head and life lines start ${headLife.joined ? "joined" : "apart"} (gap ${headLife.gap.toFixed(3)} palm widths).`
+    : "";
+  $("hand-shape").textContent = shape
+    ? `Hand shape: ${shape.hand_type} hand, ${shape.palm} palm (length ${shape.palm_ratio.toFixed(2)} x its width), ` +
+      `${shape.finger_length} fingers (middle ${shape.fingers.middle.toFixed(2)} x the palm), index/ring ${shape.index_ring_ratio.toFixed(2)}.`
+    : "";
 }
 
 /** drawMask paints one single-channel mask PNG (255 on the line) in the line's colour. */

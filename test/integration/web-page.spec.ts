@@ -73,6 +73,26 @@ async function expectPageShowsApiAnswer(page: Page, file: string, screenshot: st
     expect(await row.locator(".pixels").textContent()).toBe(s.pixels.toLocaleString("en"));
     expect(await row.locator(".coverage").textContent()).toBe(`${s.coverage.toFixed(2)} %`);
   }
+  // Each detected line's traits in the API's words; an undetected line's row says it has none.
+  for (const line of LINES) {
+    const t = expected.results.stats[line].traits;
+    const row = page.locator(`#traits tr[data-line="${line}"]`);
+    if (!t) {
+      expect(await row.locator(".t-length").textContent()).toBe("not found: no traits");
+      continue;
+    }
+    expect(await row.locator(".t-length").textContent()).toMatch(new RegExp(`^${t.length} \\(`));
+    expect(await row.locator(".t-curvature").textContent()).toBe(`${t.curvature_label.replaceAll("_", " ")} (${t.curvature.toFixed(3)})`);
+    expect(await row.locator(".t-depth").textContent()).toBe(`${t.depth_label} (${t.depth.toFixed(3)})`);
+    expect(await row.locator(".t-breaks").textContent()).toEqual(t.breaks.length ? expect.stringMatching(/^at /) : "none");
+    expect(await row.locator(".t-start").textContent()).toContain(t.start.zone === "wrist" ? "wrist" : t.start.zone.replace("_", " "));
+  }
+  const shape = expected.results.hand?.shape;
+  expect(await page.textContent("#hand-shape")).toEqual(
+    shape ? expect.stringContaining(`${shape.hand_type} hand, ${shape.palm} palm`) : "",
+  );
+  const hl = expected.results.head_life_start;
+  expect(await page.textContent("#head-life")).toEqual(hl ? expect.stringContaining(hl.joined ? "joined" : "apart") : "");
   // The overlay is the API's JPEG, decoded by the browser at the photo's size; each mask canvas too.
   const overlay = await page.$eval("#overlay", (img: HTMLImageElement) => ({
     w: img.naturalWidth,
