@@ -3,7 +3,7 @@
  *
  *     npm run analyze -- <image> [--out dir] [--model path]
  *
- * Writes overlay.jpg, heart.png, head.png, life.png and stats.json (model, size, stats, stage
+ * Writes overlay.jpg, heart.png, head.png, life.png and stats.json (model, size, stats, hand, stage
  * timings) into the folder (default `out/<image name>`), and prints the stats.
  */
 import { mkdir, readFile, writeFile } from "node:fs/promises";
@@ -56,7 +56,15 @@ export async function runAnalyzeCli(argv: string[]): Promise<number> {
     await writeFile(join(outDir, "overlay.jpg"), result.overlay);
     for (const line of LINE_NAMES) await writeFile(join(outDir, `${line}.png`), result.masks[line]);
     const round = (t?: StageTimings) => t && Object.fromEntries(Object.entries(t).map(([k, v]) => [k, Math.round(v * 10) / 10]));
-    const stats = { model: result.model, width: result.width, height: result.height, stats: result.stats, timings_ms: round(timings) };
+    const stats = {
+      model: result.model,
+      width: result.width,
+      height: result.height,
+      stats: result.stats,
+      hand: result.hand,
+      headLifeStart: result.headLifeStart,
+      timings_ms: round(timings),
+    };
     await writeFile(join(outDir, "stats.json"), `${JSON.stringify(stats, null, 2)}\n`);
     console.log(JSON.stringify(stats, null, 2));
     console.log(`wrote overlay.jpg, heart.png, head.png, life.png, stats.json to ${outDir}`);
