@@ -136,4 +136,22 @@ describe.skipIf(!HAVE_REAL)("Analyzer.analyze() on real palm photos", () => {
     }
     expect(withHand).toBeGreaterThan(0);
   });
+
+  it.each(PHOTOS)("measures the same hand shape and line traits on $file turned by 90 degrees", async ({ file }) => {
+    const bytes = readFileSync(join(REAL_DIR, file));
+    const turned = await sharp(bytes).rotate().rotate(90).jpeg({ quality: 95 }).toBuffer();
+    const [r, t] = [await analyzer.analyze(bytes), await analyzer.analyze(turned)];
+    expect(Math.abs(r.hand!.shape.palmRatio - t.hand!.shape.palmRatio)).toBeLessThanOrEqual(0.03);
+    expect(t.hand!.shape.handType).toBe(r.hand!.shape.handType);
+    expect(t.headLifeStart?.joined).toBe(r.headLifeStart?.joined);
+    const both = LINE_NAMES.filter((l) => r.stats[l].detected && t.stats[l].detected);
+    expect(both.length).toBeGreaterThanOrEqual(2);
+    for (const l of both) {
+      const [a, b] = [r.stats[l].traits!, t.stats[l].traits!];
+      // The engine measures in the palm's own upright view: a turned photo gives the same view.
+      expect(Math.abs(a.curvature - b.curvature), `${file} ${l} curvature`).toBeLessThanOrEqual(0.02);
+      expect(Math.abs(a.depth - b.depth), `${file} ${l} depth`).toBeLessThanOrEqual(0.02);
+      expect([b.start.zone, b.end.zone], `${file} ${l} zones`).toEqual([a.start.zone, a.end.zone]);
+    }
+  });
 });
