@@ -6,9 +6,9 @@
  */
 import type { TensorSpec } from "../image/preprocess.js";
 import type { Point } from "../landmarks/geometry.js";
-import { frameToImage, INDEX_MCP, MIDDLE_MCP, PINKY_MCP, palmWidth, WRIST, type PalmFrame } from "../landmarks/palm-frame.js";
+import { frameToImage, INDEX_MCP, MIDDLE_MCP, PINKY_MCP, WRIST, type PalmFrame } from "../landmarks/palm-frame.js";
 import type { HeadLifeStart, LineEnd, LineName, LineTraits } from "./analyzer-types.js";
-import { lineCourse, type ModelPoint } from "./line-geometry.js";
+import { lineCourse, polylineLength, type ModelPoint } from "./line-geometry.js";
 
 /** LENGTH_SCALE: per line, [short below, long from] in palm widths (LineStats.length). */
 export const LENGTH_SCALE: Record<LineName, readonly [number, number]> = { heart: [0.7, 1.0], head: [0.7, 1.0], life: [0.8, 1.2] };
@@ -89,6 +89,8 @@ export interface MeasureContext {
   frame: PalmFrame;
   /** The 21 landmarks, image pixels. */
   landmarks: readonly Point[];
+  /** Hand.palm_width as the answer gives it (image pixels): the unit of lengths. */
+  palmWidth: number;
   /** {@link frameLuma} of the image's palm view. */
   luma: Float32Array;
 }
@@ -110,7 +112,7 @@ export interface MeasuredLine {
  */
 export function measureLine(line: LineName, kept: Uint8Array, length: number, ctx: MeasureContext): MeasuredLine {
   const { size: S, frame, landmarks } = ctx;
-  const unit = Math.max(1e-6, (palmWidth(landmarks) * S) / frame.side); // model pixels per palm width
+  const unit = Math.max(1e-6, (ctx.palmWidth * S) / frame.side); // model pixels per palm width
   const toImage = (p: ModelPoint) => frameToImage(frame, S, p[0], p[1]);
   const { path, skeleton } = lineCourse(kept, S, line);
   const n = path.length;
@@ -299,21 +301,24 @@ export function headLifeStart(head: readonly ModelPoint[], life: readonly ModelP
 }
 
 /**
- * measureLines measures every detected line of one image (each with its LineStats.length) and,
- * when head and life both are, whether they start joined.
+ * measureLines measures the reported lines of one image (their kept masks, and their polylines
+ * in image pixels for LineStats.length, rounded as the answer rounds it) and, when head and life
+ * both are, whether they start joined.
  */
 export function measureLines(
-  lines: readonly { line: LineName; kept: Uint8Array; length: number }[],
+  lines: readonly { line: LineName; kept: Uint8Array }[],
+  polylines: Partial<Record<LineName, readonly Point[]>>,
   ctx: MeasureContext,
 ): { traits: Partial<Record<LineName, LineTraits>>; headLifeStart?: HeadLifeStart } {
   const traits: Partial<Record<LineName, LineTraits>> = {};
   const courses: Partial<Record<LineName, ModelPoint[]>> = {};
-  for (const { line, kept, length } of lines) {
+  for (const { line, kept } of lines) {
+    const length = ctx.palmWidth > 0 ? round(polylineLength(polylines[line] ?? []) / ctx.palmWidth, 3) : 0;
     const m = measureLine(line, kept, length, ctx);
     traits[line] = m.traits;
     courses[line] = m.course;
   }
-  const unit = (palmWidth(ctx.landmarks) * ctx.size) / ctx.frame.side;
+  const unit = (ctx.palmWidth * ctx.size) / ctx.frame.side;
   return {
     traits,
     headLifeStart: courses.head?.length && courses.life?.length ? headLifeStart(courses.head, courses.life, unit) : undefined,

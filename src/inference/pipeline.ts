@@ -220,14 +220,10 @@ export async function analyzeImage(
           if (LINE_NAMES.filter((line) => detected[line]).length < meta.detection.minLines) clearLines();
           else {
             reason = "";
-            // Traits only for the lines reported (line-traits.ts), length as in their stats.
+            // Traits only for the lines reported (line-traits.ts).
             const reported = selected.filter(({ line }) => detected[line]);
-            const lengths = reported.map(({ line, kept }) => ({
-              line,
-              kept,
-              length: hand!.palmWidth > 0 ? round(polylineLength(paths[line]) / hand!.palmWidth, 3) : 0,
-            }));
-            ({ traits, headLifeStart } = measureLines(lengths, { size: S, frame, landmarks, luma: frameLuma(tensor, spec) }));
+            const ctx = { size: S, frame, landmarks, palmWidth: hand.palmWidth, luma: frameLuma(tensor, spec) };
+            ({ traits, headLifeStart } = measureLines(reported, paths, ctx));
           }
         }
         lap("postprocess");

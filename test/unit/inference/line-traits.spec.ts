@@ -39,7 +39,7 @@ function luma(mask: Uint8Array | null = null, contrast = 0): Float32Array {
   return l;
 }
 
-const ctx = (l: Float32Array = luma()): MeasureContext => ({ size: S, frame: FRAME, landmarks: LM, luma: l });
+const ctx = (l: Float32Array = luma()): MeasureContext => ({ size: S, frame: FRAME, landmarks: LM, palmWidth: 160, luma: l });
 
 /** A binary S x S mask: discs of radius r along the segments through `points` (model pixels). */
 function stroke(points: [number, number][], r = 2, into: Uint8Array = new Uint8Array(S * S)): Uint8Array {
@@ -287,9 +287,10 @@ describe("headLifeStart()", () => {
     const ctxLines = (life: [number, number][]) =>
       measureLines(
         [
-          { line: "head", kept: stroke(head), length: 1 },
-          { line: "life", kept: stroke(life), length: 1 },
+          { line: "head", kept: stroke(head) },
+          { line: "life", kept: stroke(life) },
         ],
+        {},
         ctx(),
       );
     const joined = ctxLines(lifeJoined).headLifeStart!;
@@ -312,13 +313,21 @@ describe("headLifeStart()", () => {
             [200, 90],
             [60, 120],
           ]),
-          length: 1,
         },
       ],
+      // The head's polyline in image pixels: 1.05 palm widths (160 px each) long.
+      {
+        head: [
+          [0, 0],
+          [100, 0],
+          [100, 68],
+        ],
+      },
       ctx(),
     );
     expect(one.headLifeStart).toBeUndefined();
     expect(Object.keys(one.traits)).toEqual(["head"]);
+    expect(one.traits.head!.length).toBe("long");
     expect(headLifeStart([[1, 1]], [[1, 1]], UNIT).joined).toBe(true);
   });
 });
