@@ -171,6 +171,7 @@ describe("PalmService/Analyze across protocols", () => {
       detected: first.results!.stats!.heart!.detected,
       polyline: first.results!.stats!.heart!.polyline.map(({ x, y }) => ({ x, y })),
       length: first.results!.stats!.heart!.length,
+      reason: first.results!.stats!.heart!.reason,
       ...(first.results!.stats!.heart!.traits && { traits: restJson(LineTraitsSchema, first.results!.stats!.heart!.traits) }),
     });
     expect(rest.json.results.reason).toBe(first.results!.reason);
