@@ -45,6 +45,7 @@ export const ERRORS = Object.freeze({
     "Each side of the image must be 64 to 10,000 pixels, and the image at most 40 megapixels.",
   ),
   quota_exceeded: spec(Code.ResourceExhausted, "The monthly quota of this plan is used up."),
+  rate_limited: spec(Code.ResourceExhausted, "Too many requests from this client; retry after the delay in Retry-After."),
   overloaded: spec(Code.Unavailable, "The server is busy; retry after the delay in Retry-After."),
   store_unavailable: spec(Code.Unavailable, "The key and quota store is unavailable; retry later."),
   timeout: spec(Code.DeadlineExceeded, "The request deadline passed before the analysis finished."),
@@ -107,6 +108,23 @@ export function quotaExceeded(clientId: string, limit: number, retryAfterSeconds
         value: { violations: [{ subject: `client:${clientId}`, description: `monthly limit of ${limit} analyses reached` }] },
       },
       { desc: RetryInfoSchema, value: { retryDelay: durationFromMs(retryAfterSeconds * 1000) } },
+    ],
+  });
+}
+
+/**
+ * rateLimited builds the 429 of a client over its per-client limits (`rate_limited`, never
+ * charged): QuotaFailure naming the limit, RetryInfo and a Retry-After header (whole seconds, at
+ * least 1), beside the RateLimit headers already in `metadata`.
+ */
+export function rateLimited(clientId: string, violation: string, retryAfterSeconds: number, metadata: Headers): ConnectError {
+  const seconds = Math.max(1, Math.ceil(retryAfterSeconds));
+  metadata.set("retry-after", String(seconds));
+  return palmError("rate_limited", {
+    metadata,
+    details: [
+      { desc: QuotaFailureSchema, value: { violations: [{ subject: `client:${clientId}`, description: violation }] } },
+      { desc: RetryInfoSchema, value: { retryDelay: durationFromMs(seconds * 1000) } },
     ],
   });
 }
