@@ -9,7 +9,7 @@ import type { DescMessage, MessageInitShape } from "@bufbuild/protobuf";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { BadRequestSchema, ErrorInfoSchema, QuotaFailureSchema, RetryInfoSchema } from "../gen/google/rpc/error_details_pb.js";
-import { isImageError, isOverloadedError } from "./api/engine-errors.js";
+import { isDeadlineTooShortError, isImageError, isOverloadedError } from "./api/engine-errors.js";
 import { codeToHttpStatus } from "./api/private-apis.js";
 
 /** ERROR_DOMAIN is the `domain` of every ErrorInfo detail. */
@@ -169,6 +169,7 @@ export function isStoreUnavailableError(e: unknown): e is StoreUnavailableError 
  * - ImageError → InvalidArgument (image_too_large: ResourceExhausted) + BadRequest on field "image";
  * - OverloadedError → Unavailable `overloaded` + RetryInfo + retry-after;
  * - StoreUnavailableError → Unavailable `store_unavailable` (fail closed);
+ * - DeadlineTooShortError → `timeout`, saying that nothing was run;
  * - DeadlineExceeded or a timeout abort → `timeout`; Canceled → `canceled`;
  * - anything else → Internal `internal_error`, generic message, the original kept as `cause` only.
  */
@@ -198,6 +199,7 @@ export function toPalmError(e: unknown): ConnectError {
     });
   }
   if (isStoreUnavailableError(e)) return palmError("store_unavailable", { cause: e });
+  if (isDeadlineTooShortError(e)) return palmError("timeout", { message: e.message, cause: e });
   if (e instanceof Error && e.name === "TimeoutError") return palmError("timeout", { cause: e });
   if (e instanceof Error && e.name === "AbortError") return palmError("canceled", { cause: e });
   return palmError("internal_error", { cause: e });
