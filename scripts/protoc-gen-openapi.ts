@@ -43,7 +43,7 @@ const INT32 = new Set([ScalarType.INT32, ScalarType.UINT32, ScalarType.SINT32, S
 const INT64 = new Set([ScalarType.INT64, ScalarType.UINT64, ScalarType.SINT64, ScalarType.FIXED64, ScalarType.SFIXED64]);
 
 /** Error codes that exist only where a key is checked (and so the store is asked). */
-const KEYED: ReadonlySet<Reason> = new Set(["missing_api_key", "invalid_api_key", "quota_exceeded", "store_unavailable"]);
+const KEYED: ReadonlySet<Reason> = new Set(["missing_api_key", "invalid_api_key", "quota_exceeded", "rate_limited", "store_unavailable"]);
 /** Error codes no route answers as such: unknown paths, and a client that went away. */
 const NOT_PER_ROUTE: ReadonlySet<Reason> = new Set(["not_found", "canceled"]);
 
@@ -147,7 +147,16 @@ export function buildOpenApi(services: readonly DescService[], http: DescExtensi
     "X-Monthly-Quota-Limit": { description: "Analyses allowed this month (requests with a recognised key).", schema: { type: "integer" } },
     "X-Monthly-Quota-Remaining": { description: "Analyses left this month.", schema: { type: "integer" } },
     "X-Monthly-Quota-Reset": { description: "Unix seconds: start of the next month (UTC).", schema: { type: "integer" } },
+    "RateLimit-Policy": {
+      description: 'The per-client rate (IETF httpapi draft): `"burst";q=<burst>;w=<seconds to earn the burst back>`.',
+      schema: { type: "string" },
+    },
+    RateLimit: {
+      description: 'The client\'s rate now: `"burst";r=<requests left at once>;t=<seconds until the burst is whole>`.',
+      schema: { type: "string" },
+    },
   };
+  const rateLimitHeaders = { "RateLimit-Policy": quotaHeaders["RateLimit-Policy"], RateLimit: quotaHeaders.RateLimit };
 
   const reasons = Object.keys(ERRORS) as Reason[];
   const publicMethods = new Set(options.publicMethods);
@@ -241,6 +250,7 @@ export function buildOpenApi(services: readonly DescService[], http: DescExtensi
         headers: {
           "X-Request-Id": quotaHeaders["X-Request-Id"],
           ...(status === 429 || status === 503 ? { "Retry-After": { schema: { type: "integer" } } } : {}),
+          ...(codes.includes("rate_limited") ? rateLimitHeaders : {}),
         },
         content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } },
       };

@@ -8,6 +8,19 @@
 /** PlanLimits maps a plan name to its monthly allowance of successful analyses. */
 export type PlanLimits = Readonly<Record<string, number>>;
 
+/** RateLimit is one plan's per-client limits (src/auth/rate-limit.ts applies them). */
+export interface RateLimit {
+  /** Requests per second, sustained (> 0; fractions allowed: 0.5 is one every 2 s). */
+  readonly rate: number;
+  /** Requests that may arrive at once after a quiet spell (>= 1). */
+  readonly burst: number;
+  /** Requests of one client in flight at once, across replicas (>= 1). */
+  readonly concurrency: number;
+}
+
+/** PlanRateLimits maps a plan name, or `*` for every other plan, to its {@link RateLimit}. */
+export type PlanRateLimits = Readonly<Record<string, RateLimit>>;
+
 /** RedisNode is one `host:port` of REDIS_CLUSTER_NODES. */
 export interface RedisNode {
   readonly host: string;
@@ -63,6 +76,17 @@ function text<D extends string | undefined>(def: D): Parser<string | D> {
 /** DEFAULT_PLAN_LIMITS are SPEC.md section 5's defaults. */
 export const DEFAULT_PLAN_LIMITS: PlanLimits = Object.freeze({ free: 100, starter: 1000, pro: 10000 });
 
+/**
+ * DEFAULT_RATE_LIMITS: per client, by plan; `*` is every plan not named. A free client may send
+ * 10 at once and then one a second, with 2 in flight.
+ */
+export const DEFAULT_RATE_LIMITS: PlanRateLimits = Object.freeze({
+  free: Object.freeze({ rate: 1, burst: 10, concurrency: 2 }),
+  starter: Object.freeze({ rate: 5, burst: 20, concurrency: 4 }),
+  pro: Object.freeze({ rate: 20, burst: 50, concurrency: 8 }),
+  "*": Object.freeze({ rate: 10, burst: 20, concurrency: 4 }),
+});
+
 /** API_KEY_PATTERN is SPEC.md section 4's key format. */
 export const API_KEY_PATTERN = /^palm_live_[0-9a-f]{32}$/;
 
@@ -117,6 +141,15 @@ export const CONFIG_SCHEMA = {
     parse: (raw, _name, problems) => parsePlanLimits(raw, problems),
     default: '`{"free":100,"starter":1000,"pro":10000}`',
     meaning: "monthly limit per plan (JSON object)",
+  }),
+  /** Per-client limits per plan, over {@link DEFAULT_RATE_LIMITS} (palmctl's per-plan settings in the store win). */
+  rateLimits: variable({
+    name: "PALM_RATE_LIMITS",
+    parse: (raw, _name, problems) => parseRateLimits(raw, problems),
+    default:
+      '`{"free":{"rate":1,"burst":10,"concurrency":2},"starter":{"rate":5,"burst":20,"concurrency":4},"pro":{"rate":20,"burst":50,"concurrency":8},"*":{"rate":10,"burst":20,"concurrency":4}}`',
+    meaning:
+      "per-client limits by plan (JSON object; `*` is every plan not named): `rate` requests per second with a `burst`, and `concurrency` requests in flight, across replicas; over either, 429 `rate_limited`. The plans given replace their defaults, the others keep them; `palmctl plans set-rate-limit` overrides a plan in the store",
   }),
   /** Development key for client "dev" on plan "pro" (in-memory store only); undefined → generated. */
   devKey: variable({
@@ -383,6 +416,48 @@ function parsePlanLimits(raw: string | undefined, problems: string[]): PlanLimit
       problems.push(`PALM_PLAN_LIMITS: limit of plan ${JSON.stringify(name)} must be a non-negative integer`);
     } else {
       limits[name] = limit;
+    }
+  }
+  return Object.freeze(limits);
+}
+
+/** rateLimitProblem says what is wrong with a {@link RateLimit} read from JSON, or undefined. */
+export function rateLimitProblem(v: unknown): string | undefined {
+  if (typeof v !== "object" || v === null || Array.isArray(v)) return "expected an object {rate, burst, concurrency}";
+  const { rate, burst, concurrency } = v as Record<string, unknown>;
+  const extra = Object.keys(v).filter((k) => !["rate", "burst", "concurrency"].includes(k));
+  if (extra.length > 0) return `unknown field ${JSON.stringify(extra[0])}`;
+  if (typeof rate !== "number" || !(rate >= 0.001) || rate > 1_000_000)
+    return "rate must be a number of requests per second from 0.001 to 1000000";
+  if (typeof burst !== "number" || !Number.isSafeInteger(burst) || burst < 1) return "burst must be an integer of at least 1";
+  if (typeof concurrency !== "number" || !Number.isSafeInteger(concurrency) || concurrency < 1)
+    return "concurrency must be an integer of at least 1";
+  return undefined;
+}
+
+function parseRateLimits(raw: string | undefined, problems: string[]): PlanRateLimits {
+  if (raw === undefined) return DEFAULT_RATE_LIMITS;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch {
+    problems.push('PALM_RATE_LIMITS: not valid JSON; expected e.g. {"free":{"rate":1,"burst":10,"concurrency":2}}');
+    return DEFAULT_RATE_LIMITS;
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+    problems.push("PALM_RATE_LIMITS: expected a JSON object of plan name → {rate, burst, concurrency}");
+    return DEFAULT_RATE_LIMITS;
+  }
+  const limits: Record<string, RateLimit> = { ...DEFAULT_RATE_LIMITS };
+  for (const [name, limit] of Object.entries(parsed)) {
+    const problem = rateLimitProblem(limit);
+    if (name !== "*" && !/^[a-z0-9_-]{1,32}$/.test(name)) {
+      problems.push(`PALM_RATE_LIMITS: plan name ${JSON.stringify(name)} must be 1-32 of a-z 0-9 _ -, or *`);
+    } else if (problem !== undefined) {
+      problems.push(`PALM_RATE_LIMITS: plan ${JSON.stringify(name)}: ${problem}`);
+    } else {
+      const { rate, burst, concurrency } = limit as RateLimit;
+      limits[name] = Object.freeze({ rate, burst, concurrency });
     }
   }
   return Object.freeze(limits);

@@ -9,7 +9,7 @@ import type { DescMessage, MessageInitShape } from "@bufbuild/protobuf";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { BadRequestSchema, ErrorInfoSchema, QuotaFailureSchema, RetryInfoSchema } from "../gen/google/rpc/error_details_pb.js";
-import { isImageError, isOverloadedError } from "./api/engine-errors.js";
+import { isDeadlineTooShortError, isImageError, isOverloadedError } from "./api/engine-errors.js";
 import { codeToHttpStatus } from "./api/private-apis.js";
 
 /** ERROR_DOMAIN is the `domain` of every ErrorInfo detail. */
@@ -45,6 +45,7 @@ export const ERRORS = Object.freeze({
     "Each side of the image must be 64 to 10,000 pixels, and the image at most 40 megapixels.",
   ),
   quota_exceeded: spec(Code.ResourceExhausted, "The monthly quota of this plan is used up."),
+  rate_limited: spec(Code.ResourceExhausted, "Too many requests from this client; retry after the delay in Retry-After."),
   overloaded: spec(Code.Unavailable, "The server is busy; retry after the delay in Retry-After."),
   store_unavailable: spec(Code.Unavailable, "The key and quota store is unavailable; retry later."),
   timeout: spec(Code.DeadlineExceeded, "The request deadline passed before the analysis finished."),
@@ -111,6 +112,23 @@ export function quotaExceeded(clientId: string, limit: number, retryAfterSeconds
   });
 }
 
+/**
+ * rateLimited builds the 429 of a client over its per-client limits (`rate_limited`, never
+ * charged): QuotaFailure naming the limit, RetryInfo and a Retry-After header (whole seconds, at
+ * least 1), beside the RateLimit headers already in `metadata`.
+ */
+export function rateLimited(clientId: string, violation: string, retryAfterSeconds: number, metadata: Headers): ConnectError {
+  const seconds = Math.max(1, Math.ceil(retryAfterSeconds));
+  metadata.set("retry-after", String(seconds));
+  return palmError("rate_limited", {
+    metadata,
+    details: [
+      { desc: QuotaFailureSchema, value: { violations: [{ subject: `client:${clientId}`, description: violation }] } },
+      { desc: RetryInfoSchema, value: { retryDelay: durationFromMs(seconds * 1000) } },
+    ],
+  });
+}
+
 /** reasonOf reads the ErrorInfo reason of an error (server- or client-side), if it is ours. */
 export function reasonOf(err: ConnectError): Reason | undefined {
   for (const d of err.details) {
@@ -151,6 +169,7 @@ export function isStoreUnavailableError(e: unknown): e is StoreUnavailableError 
  * - ImageError → InvalidArgument (image_too_large: ResourceExhausted) + BadRequest on field "image";
  * - OverloadedError → Unavailable `overloaded` + RetryInfo + retry-after;
  * - StoreUnavailableError → Unavailable `store_unavailable` (fail closed);
+ * - DeadlineTooShortError → `timeout`, saying that nothing was run;
  * - DeadlineExceeded or a timeout abort → `timeout`; Canceled → `canceled`;
  * - anything else → Internal `internal_error`, generic message, the original kept as `cause` only.
  */
@@ -180,6 +199,7 @@ export function toPalmError(e: unknown): ConnectError {
     });
   }
   if (isStoreUnavailableError(e)) return palmError("store_unavailable", { cause: e });
+  if (isDeadlineTooShortError(e)) return palmError("timeout", { message: e.message, cause: e });
   if (e instanceof Error && e.name === "TimeoutError") return palmError("timeout", { cause: e });
   if (e instanceof Error && e.name === "AbortError") return palmError("canceled", { cause: e });
   return palmError("internal_error", { cause: e });

@@ -91,7 +91,12 @@ async function analyze() {
     showQuota(res.headers, body.usage);
     if (!res.ok) {
       const err = body.error ?? {};
-      showError(`${err.code ?? res.status}: ${err.message ?? res.statusText}${err.request_id ? ` (request ${err.request_id})` : ""}`);
+      // 429 rate_limited and quota_exceeded, 503 overloaded: say when to try again.
+      const retry = res.headers.get("retry-after");
+      const when = retry ? ` Try again in ${retry} s.` : "";
+      showError(
+        `${err.code ?? res.status}: ${err.message ?? res.statusText}${when}${err.request_id ? ` (request ${err.request_id})` : ""}`,
+      );
       document.body.dataset.state = "error";
       setStatus("");
       return;
@@ -214,8 +219,12 @@ function showQuota(headers, usage) {
   if (limit == null || remaining == null) return;
   const resetText = reset ? `; it resets ${new Date(Number(reset) * 1000).toISOString().slice(0, 10)} (UTC)` : "";
   const plan = usage?.plan ? ` on plan ${usage.plan}` : "";
+  // RateLimit (IETF httpapi draft): "burst";r=<left at once>;t=<s until whole>.
+  const rate = /;r=(\d+)/.exec(headers.get("ratelimit") ?? "");
+  const burst = /;q=(\d+)/.exec(headers.get("ratelimit-policy") ?? "");
+  const rateText = rate && burst ? ` Rate: ${rate[1]} of ${burst[1]} requests left at once.` : "";
   $("quota-text").textContent =
-    `${Number(remaining).toLocaleString("en")} of ${Number(limit).toLocaleString("en")} analyses left this month${plan}${resetText}.`;
+    `${Number(remaining).toLocaleString("en")} of ${Number(limit).toLocaleString("en")} analyses left this month${plan}${resetText}.${rateText}`;
   $("quota").hidden = false;
 }
 

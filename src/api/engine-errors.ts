@@ -44,3 +44,22 @@ export class OverloadedError extends Error {
 export function isOverloadedError(e: unknown): e is OverloadedError {
   return e instanceof OverloadedError;
 }
+
+/**
+ * DeadlineTooShortError is thrown, before anything runs, for an analysis whose deadline is
+ * shorter than the time it is expected to take (admission.ts): 504 `timeout`, never charged.
+ */
+export class DeadlineTooShortError extends Error {
+  override name = "DeadlineTooShortError";
+  constructor(
+    readonly remainingMs: number,
+    readonly expectedMs: number,
+  ) {
+    super("The request deadline is shorter than the analysis is expected to take; nothing was run.");
+  }
+}
+
+/** isDeadlineTooShortError is the guard for {@link DeadlineTooShortError}. */
+export function isDeadlineTooShortError(e: unknown): e is DeadlineTooShortError {
+  return e instanceof DeadlineTooShortError;
+}

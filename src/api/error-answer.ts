@@ -73,7 +73,8 @@ function restErrorAnswer(e: ConnectError): Answer {
 }
 
 /** Response headers REST forwards from an RPC's metadata: ours (x-…), Retry-After and Allow. */
-const isRestHeader = (name: string) => name.startsWith("x-") || name === "retry-after" || name === "allow";
+const isRestHeader = (name: string) =>
+  name.startsWith("x-") || name === "retry-after" || name === "allow" || name === "ratelimit" || name === "ratelimit-policy";
 
 /** restHeaders are the headers of `sources` a REST answer carries ({@link isRestHeader}). */
 export function restHeaders(...sources: Headers[]): Headers {

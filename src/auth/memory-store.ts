@@ -5,6 +5,7 @@
  */
 import type { ClientRecord, Commit, KeyOwner, KeyRecord, ReleaseOptions, Reservation, Store } from "./store.js";
 import type { QuotaPeriod } from "./quota-period.js";
+import { gcra, type RateDecision, type RateLimit } from "./rate-limit.js";
 
 /** createMemoryStore returns an empty in-memory {@link Store}. */
 export function createMemoryStore(): Store {
@@ -13,6 +14,21 @@ export function createMemoryStore(): Store {
   // Per client-month: each held unit's state, a lease deadline (ms, pending) or its place
   // (committed), as the Redis store keeps them in one sorted set.
   const counters = new Map<string, { units: Map<string, Unit>; committed: number; expiresAt: number }>();
+
+  // Per client: GCRA's theoretical arrival time (ms) and the places in flight (lease deadlines, ms).
+  const rates = new Map<string, number>();
+  const inFlight = new Map<string, Map<string, number>>();
+  const planRateLimits = new Map<string, RateLimit>();
+  const placesOf = (clientId: string) => {
+    const now = Date.now();
+    let places = inFlight.get(clientId);
+    if (!places) {
+      places = new Map();
+      inFlight.set(clientId, places);
+    }
+    for (const [id, until] of places) if (until <= now) places.delete(id);
+    return places;
+  };
 
   const counterKey = (clientId: string, period: QuotaPeriod) => `${clientId}\u0000${period.id}`;
   const counter = (clientId: string, period: QuotaPeriod) => {
@@ -74,6 +90,58 @@ export function createMemoryStore(): Store {
     async usage(clientId: string, period: QuotaPeriod): Promise<number> {
       if (!counters.has(counterKey(clientId, period))) return 0;
       return counter(clientId, period).units.size;
+    },
+    async admit(clientId: string, limit: RateLimit, requestId: string, leaseMs: number): Promise<RateDecision> {
+      const now = Date.now();
+      const places = placesOf(clientId);
+      // A swept client (nothing in flight, its burst whole) costs no memory.
+      let tat = rates.get(clientId);
+      if (tat !== undefined && tat <= now && places.size === 0) {
+        rates.delete(clientId);
+        tat = undefined;
+      }
+      const step = gcra(tat, now, limit);
+      // The rate as it stands, before this request: what a request that takes nothing reports.
+      const asItStands = { remaining: step.available, resetMs: step.resetBeforeMs, retryAfterMs: 0 };
+      if (places.has(requestId)) {
+        // Admitted before: renewed, and nothing taken twice.
+        places.set(requestId, now + leaseMs);
+        return { granted: true, ...asItStands, inFlight: places.size };
+      }
+      if (!step.granted) {
+        return {
+          granted: false,
+          limitedBy: "rate",
+          remaining: 0,
+          resetMs: step.resetMs,
+          retryAfterMs: step.retryAfterMs,
+          inFlight: places.size,
+        };
+      }
+      if (places.size >= limit.concurrency) {
+        return { granted: false, limitedBy: "concurrency", ...asItStands, inFlight: places.size };
+      }
+      rates.set(clientId, step.tat);
+      places.set(requestId, now + leaseMs);
+      return { granted: true, remaining: step.remaining, resetMs: step.resetMs, retryAfterMs: 0, inFlight: places.size };
+    },
+    async renewInFlight(clientId: string, requestId: string, leaseMs: number): Promise<boolean> {
+      const places = placesOf(clientId);
+      if (!places.has(requestId)) return false;
+      places.set(requestId, Date.now() + leaseMs);
+      return true;
+    },
+    async leave(clientId: string, requestId: string): Promise<number> {
+      const places = placesOf(clientId);
+      places.delete(requestId);
+      if (places.size === 0) inFlight.delete(clientId);
+      return places.size;
+    },
+    async setPlanRateLimit(plan: string, limit: RateLimit): Promise<void> {
+      planRateLimits.set(plan, { rate: limit.rate, burst: limit.burst, concurrency: limit.concurrency });
+    },
+    async getPlanRateLimit(plan: string): Promise<RateLimit | undefined> {
+      return planRateLimits.get(plan);
     },
     async createKey(clientId: string, keyHash: string, plan?: string): Promise<KeyRecord> {
       if (plan !== undefined) await this.setPlan(clientId, plan);

@@ -12,7 +12,7 @@
  * (test/integration/quota-leases.spec.ts). test/unit/auth/quota-ticket.spec.ts pins the states.
  */
 import type { QuotaTicket, UsageSnapshot } from "../api/context-keys.js";
-import { quotaExceeded, toPalmError } from "../errors.js";
+import { palmError, quotaExceeded, toPalmError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { type QuotaPeriod, secondsUntilReset } from "./quota-period.js";
 import type { Store } from "./store.js";
@@ -91,6 +91,9 @@ export function createQuotaTicket(o: QuotaTicketOptions): Ticket {
   /** none → pending; also pending when the answer was lost (it may have run: the release takes it back). */
   const reserve = (): Promise<void> =>
     (reserving ??= (async () => {
+      // Released first (the request ended before the engine admitted its work): a unit reserved
+      // now would be released by nobody and held until its lease passed (issue 29, finding 4).
+      if (state === "released") throw palmError("canceled");
       let reservation: Awaited<ReturnType<Store["reserve"]>>;
       try {
         reservation = await store.reserve(clientId, period, limit, reservationId, o.leaseMs);

@@ -1,5 +1,5 @@
 /**
- * The Lua scripts of the Redis store, each on one key (so one slot on a cluster:
+ * The Lua scripts of the Redis store, each on one key or on two keys of one client (so one slot on a cluster:
  * test/integration/redis-cluster-store.spec.ts). The quota scripts work on a client's month, a
  * sorted set whose pending units score their lease deadline (Unix ms, by Redis's clock) and whose
  * committed units score minus their place (-1, -2, ...). Reserve, commit and usage first drop
@@ -59,6 +59,49 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('HSETNX', KEYS[1], 'revoked', ARGV[1])
 return 1`;
 
+// Per-client limits (rate-limit.ts): KEYS[1] the client's GCRA arrival time (ms), KEYS[2] its
+// places in flight (sorted set, member request id, score lease deadline ms); one slot on a
+// cluster. ARGV: rate (per s), burst, concurrency, id, leaseMs. Returns {granted, limitedBy
+// (0 none, 1 rate, 2 concurrency), remaining, resetMs, retryAfterMs, inFlight}, the arithmetic
+// of gcra() in rate-limit.ts. Refused, nothing is written.
+const RATE_ADMIT = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local interval = 1000 / tonumber(ARGV[1])
+local burst = tonumber(ARGV[2])
+local lease = tonumber(ARGV[5])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], 0, now)
+local inflight = redis.call('ZCARD', KEYS[2])
+local base = tonumber(redis.call('GET', KEYS[1]) or now)
+if base < now then base = now end
+local nextTat = base + interval
+local allowAt = nextTat - burst * interval
+local available = math.max(0, math.floor((now - allowAt) / interval) + 1)
+if redis.call('ZSCORE', KEYS[2], ARGV[4]) then
+  redis.call('ZADD', KEYS[2], now + lease, ARGV[4])
+  return {1, 0, available, math.ceil(base - now), 0, inflight}
+end
+if now < allowAt then
+  return {0, 1, 0, math.ceil(base - now), math.ceil(allowAt - now), inflight}
+end
+if inflight >= tonumber(ARGV[3]) then
+  return {0, 2, available, math.ceil(base - now), 0, inflight}
+end
+local remaining = math.floor((now - allowAt) / interval)
+redis.call('SET', KEYS[1], tostring(nextTat), 'PX', math.ceil(nextTat - now) + 1000)
+redis.call('ZADD', KEYS[2], now + lease, ARGV[4])
+redis.call('PEXPIRE', KEYS[2], lease * 2)
+return {1, 0, remaining, math.ceil(nextTat - now), 0, inflight + 1}`;
+
+// KEYS[1] places in flight; ARGV: id, leaseMs. Only a held place is renewed.
+const RATE_RENEW = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
+redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[2]), ARGV[1])
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]) * 2)
+return 1`;
+
 const SCRIPTS = {
   palmReserve: RESERVE,
   palmRenew: RENEW,
@@ -66,7 +109,11 @@ const SCRIPTS = {
   palmRelease: RELEASE,
   palmUsage: USAGE,
   palmRevoke: REVOKE,
+  palmRateRenew: RATE_RENEW,
 };
+
+/** Scripts on more than one key (all of one client, one slot). */
+const TWO_KEY_SCRIPTS = { palmRateAdmit: RATE_ADMIT };
 
 /** ScriptedRedis is a connection with the scripts defined as commands (see {@link withScripts}). */
 export type ScriptedRedis = (Redis | Cluster) & {
@@ -76,10 +123,21 @@ export type ScriptedRedis = (Redis | Cluster) & {
   palmRelease(key: string, id: string, evenCommitted: string): Promise<number>;
   palmUsage(key: string): Promise<number>;
   palmRevoke(key: string, now: number): Promise<number>;
+  palmRateAdmit(
+    rateKey: string,
+    inFlightKey: string,
+    rate: number,
+    burst: number,
+    concurrency: number,
+    id: string,
+    leaseMs: number,
+  ): Promise<[number, number, number, number, number, number]>;
+  palmRateRenew(inFlightKey: string, id: string, leaseMs: number): Promise<number>;
 };
 
 /** withScripts defines the scripts as commands of `redis` (EVALSHA, loaded on first use) and returns it. */
 export function withScripts(redis: Redis | Cluster): ScriptedRedis {
   for (const [name, lua] of Object.entries(SCRIPTS)) redis.defineCommand(name, { numberOfKeys: 1, lua });
+  for (const [name, lua] of Object.entries(TWO_KEY_SCRIPTS)) redis.defineCommand(name, { numberOfKeys: 2, lua });
   return redis as ScriptedRedis;
 }

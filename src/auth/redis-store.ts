@@ -8,9 +8,12 @@
  * - `P quota:<id>:<YYYY-MM>` sorted set of the month's held units by request id: a pending
  *   unit's score is its lease deadline (Unix ms, by Redis's clock), a committed unit's score is
  *   minus its place (-1, -2, ...); its size is the count. EXPIREAT 7 days after the month ends.
+ * - `P rate:<id>`           GCRA's theoretical arrival time of the client (ms; expires once passed);
+ * - `P inflight:<id>`       sorted set of the client's requests in flight, scored by lease deadline;
+ * - `P plan:<name>:rate-limit` hash {rate, burst, concurrency}: a plan's limits set by palmctl.
  *
  * On a Redis Cluster everything of one client carries the hash tag `{P<id>}`, so that it lives
- * in one slot: `{P<id>}:client`, `{P<id>}:keys`, `{P<id>}:quota:<YYYY-MM>`. The key record
+ * in one slot: `{P<id>}:client`, `{P<id>}:keys`, `{P<id>}:quota:<YYYY-MM>`, `{P<id>}:rate`, `{P<id>}:inflight`. The key record
  * `P key:<sha256>` is untagged: it is read before the client is known, by single-key commands,
  * and lives in a slot of its own (see {@link redisKeyLayout}). Client ids contain no `{`, `}` or
  * `:` (palmctl's CLIENT_ID_PATTERN), and a cluster prefix no `{` or `}` (config.ts).
@@ -29,6 +32,7 @@ import { StoreUnavailableError } from "../errors.js";
 import { COUNTER_GRACE_SECONDS } from "./memory-store.js";
 import type { QuotaPeriod } from "./quota-period.js";
 import { withScripts, type ScriptedRedis } from "./redis-scripts.js";
+import type { RateDecision, RateLimit } from "./rate-limit.js";
 import type { ClientRecord, Commit, KeyOwner, KeyRecord, ReleaseOptions, Reservation, Store } from "./store.js";
 
 /** RedisStoreOptions configure {@link createRedisStore}. */
@@ -61,6 +65,12 @@ export interface RedisKeyLayout {
   clientKeys(clientId: string): string;
   /** A client's units of one month (sorted set). */
   usage(clientId: string, periodId: string): string;
+  /** A client's GCRA arrival time (rate-limit.ts). */
+  rate(clientId: string): string;
+  /** A client's requests in flight (sorted set of lease deadlines). */
+  inFlight(clientId: string): string;
+  /** A plan's stored rate limit (hash {rate, burst, concurrency}), set by palmctl. */
+  planRateLimit(plan: string): string;
 }
 
 /**
@@ -76,6 +86,9 @@ export function redisKeyLayout(prefix: string, cluster: boolean): RedisKeyLayout
       client: (id) => `${prefix}client:${id}`,
       clientKeys: (id) => `${prefix}client:${id}:keys`,
       usage: (id, periodId) => `${prefix}quota:${id}:${periodId}`,
+      rate: (id) => `${prefix}rate:${id}`,
+      inFlight: (id) => `${prefix}inflight:${id}`,
+      planRateLimit: (plan) => `${prefix}plan:${plan}:rate-limit`,
     };
   }
   const tag = (id: string) => `{${prefix}${id}}`;
@@ -84,6 +97,9 @@ export function redisKeyLayout(prefix: string, cluster: boolean): RedisKeyLayout
     client: (id) => `${tag(id)}:client`,
     clientKeys: (id) => `${tag(id)}:keys`,
     usage: (id, periodId) => `${tag(id)}:quota:${periodId}`,
+    rate: (id) => `${tag(id)}:rate`,
+    inFlight: (id) => `${tag(id)}:inflight`,
+    planRateLimit: (plan) => `${prefix}plan:${plan}:rate-limit`,
   };
 }
 
@@ -215,6 +231,57 @@ class RedisBackedStore implements RedisStore {
 
   usage(clientId: string, period: QuotaPeriod): Promise<number> {
     return guard("usage", async () => Number(await this.redis.palmUsage(this.keys.usage(clientId, period.id))));
+  }
+
+  admit(clientId: string, limit: RateLimit, requestId: string, leaseMs: number): Promise<RateDecision> {
+    return guard("admit", async () => {
+      const [granted, by, remaining, resetMs, retryAfterMs, inFlight] = await this.redis.palmRateAdmit(
+        this.keys.rate(clientId),
+        this.keys.inFlight(clientId),
+        limit.rate,
+        limit.burst,
+        limit.concurrency,
+        requestId,
+        leaseOf(leaseMs),
+      );
+      const decision = {
+        granted: granted === 1,
+        remaining: Number(remaining),
+        resetMs: Number(resetMs),
+        retryAfterMs: Number(retryAfterMs),
+        inFlight: Number(inFlight),
+      };
+      return by === 0 ? decision : { ...decision, limitedBy: by === 1 ? "rate" : "concurrency" };
+    });
+  }
+
+  renewInFlight(clientId: string, requestId: string, leaseMs: number): Promise<boolean> {
+    return guard(
+      "renewInFlight",
+      async () => (await this.redis.palmRateRenew(this.keys.inFlight(clientId), requestId, leaseOf(leaseMs))) === 1,
+    );
+  }
+
+  leave(clientId: string, requestId: string): Promise<number> {
+    return guard("leave", async () => {
+      const key = this.keys.inFlight(clientId);
+      const [, card] = (await this.redis.multi().zrem(key, requestId).zcard(key).exec()) ?? [];
+      return Number(card?.[1] ?? 0);
+    });
+  }
+
+  setPlanRateLimit(plan: string, limit: RateLimit): Promise<void> {
+    return guard("setPlanRateLimit", async () => {
+      await this.redis.hset(this.keys.planRateLimit(plan), "rate", limit.rate, "burst", limit.burst, "concurrency", limit.concurrency);
+    });
+  }
+
+  getPlanRateLimit(plan: string): Promise<RateLimit | undefined> {
+    return guard("getPlanRateLimit", async () => {
+      const h = await this.redis.hgetall(this.keys.planRateLimit(plan));
+      if (h.rate === undefined) return undefined;
+      return { rate: Number(h.rate), burst: Number(h.burst), concurrency: Number(h.concurrency) };
+    });
   }
 
   createKey(clientId: string, keyHash: string, plan?: string): Promise<KeyRecord> {

@@ -4,6 +4,7 @@
  * suite against both.
  */
 import type { QuotaPeriod } from "./quota-period.js";
+import type { RateDecision, RateLimit } from "./rate-limit.js";
 
 /** KeyOwner is what a valid, unrevoked key resolves to. */
 export interface KeyOwner {
@@ -96,6 +97,21 @@ export interface Store {
   release(clientId: string, period: QuotaPeriod, reservationId: string, options?: ReleaseOptions): Promise<number>;
   /** usage returns the client's units held for `period`: committed plus live pending. */
   usage(clientId: string, period: QuotaPeriod): Promise<number>;
+  /**
+   * admit atomically applies the client's per-client limits (rate-limit.ts) to the request
+   * `requestId`: granted only when both the rate and the places in flight allow it, and then it
+   * holds a place in flight with a lease of `leaseMs`; refused, nothing changes. Places whose
+   * lease has passed are dropped first (a replica that died gives its places back).
+   */
+  admit(clientId: string, limit: RateLimit, requestId: string, leaseMs: number): Promise<RateDecision>;
+  /** renewInFlight extends a held place's lease to `leaseMs` from now; false when it is not held. */
+  renewInFlight(clientId: string, requestId: string, leaseMs: number): Promise<boolean>;
+  /** leave drops the place in flight of `requestId` (idempotent) and returns the places held after. */
+  leave(clientId: string, requestId: string): Promise<number>;
+  /** setPlanRateLimit stores `limit` for `plan`, overriding the configured default (palmctl). */
+  setPlanRateLimit(plan: string, limit: RateLimit): Promise<void>;
+  /** getPlanRateLimit returns the stored limit of `plan`, or undefined when it has none. */
+  getPlanRateLimit(plan: string): Promise<RateLimit | undefined>;
   /** createKey stores a key hash for a client, creating the client on `plan` (default "free") if new. */
   createKey(clientId: string, keyHash: string, plan?: string): Promise<KeyRecord>;
   /** setPlan creates or updates a client's plan. */

@@ -8,6 +8,8 @@
  *   palmctl keys list --client ID                   hash prefixes, created, revoked
  *   palmctl usage --client ID                       this month's used and limit
  *   palmctl clients set-plan --client ID --plan NAME
+ *   palmctl plans set-rate-limit --plan NAME --rate N --burst N --concurrency N
+ *   palmctl plans rate-limit --plan NAME            the per-client limits a plan has now
  *
  * `--help` (or `-h`, or `palmctl help ...`) after any command prints its help. Client ids follow
  * {@link CLIENT_ID_PATTERN}. An unreachable Redis ends the command with exit code 1 within
@@ -17,7 +19,7 @@ import { generateApiKey, hashApiKey, isWellFormedApiKey } from "../auth/api-key.
 import { quotaPeriodOf } from "../auth/quota-period.js";
 import { createRedisStore } from "../auth/redis-store.js";
 import type { Store } from "../auth/store.js";
-import { ConfigError, loadConfig, type Config } from "../config.js";
+import { ConfigError, loadConfig, rateLimitProblem, type Config, type RateLimit } from "../config.js";
 
 /** PalmctlIo is where palmctl reads its environment and writes its output (tests inject it). */
 export interface PalmctlIo {
@@ -45,10 +47,18 @@ const COMMANDS: Readonly<Record<string, readonly [string, string]>> = Object.fre
   "keys list": ["palmctl keys list --client ID", "a client's keys: hash prefix, created, revoked"],
   usage: ["palmctl usage --client ID", "this month's used and limit of a client"],
   "clients set-plan": ["palmctl clients set-plan --client ID --plan NAME", "create a client or move it to another plan"],
+  "plans set-rate-limit": [
+    "palmctl plans set-rate-limit --plan NAME --rate N --burst N --concurrency N",
+    "set a plan's per-client limits for every replica (within 5 s): requests per second, burst, requests in flight",
+  ],
+  "plans rate-limit": [
+    "palmctl plans rate-limit --plan NAME",
+    "a plan's per-client limits now, and whether palmctl or the configuration set them",
+  ],
 });
 
 const FOOTER = `client ids: 1-64 of a-z 0-9 . _ - (starting with a letter or digit)
-environment: REDIS_URL or REDIS_CLUSTER_NODES (one required), PALM_REDIS_PREFIX, PALM_PLAN_LIMITS
+environment: REDIS_URL or REDIS_CLUSTER_NODES (one required), PALM_REDIS_PREFIX, PALM_PLAN_LIMITS, PALM_RATE_LIMITS
 exit codes: 0 ok, 1 failure (Redis unreachable within ${CONNECT_TIMEOUT_MS / 1000} s included), 2 usage error`;
 
 /** PALMCTL_USAGE is the help text. */
@@ -229,7 +239,30 @@ async function dispatch(
       out(`client ${id} is on plan ${plan}`);
       return;
     }
+    case "plans set-rate-limit": {
+      const plan = planName(f, config) ?? need(f, "plan");
+      const limit = { rate: Number(need(f, "rate")), burst: Number(need(f, "burst")), concurrency: Number(need(f, "concurrency")) };
+      const problem = rateLimitProblem(limit);
+      if (problem !== undefined) throw new UsageError(problem);
+      const store = await open();
+      await store.setPlanRateLimit(plan, limit);
+      out(`plan ${plan}: ${describeLimit(limit)} per client (every replica within 5 s)`);
+      return;
+    }
+    case "plans rate-limit": {
+      const plan = planName(f, config) ?? need(f, "plan");
+      const store = await open();
+      const stored = await store.getPlanRateLimit(plan);
+      const limit = stored ?? config.rateLimits[plan] ?? config.rateLimits["*"];
+      out(`plan ${plan}: ${describeLimit(limit)} per client (${stored ? "set by palmctl" : "from the configuration"})`);
+      return;
+    }
     default:
       throw new UsageError(group === undefined ? "no command" : `unknown command ${[group, command].filter(Boolean).join(" ")}`);
   }
+}
+
+/** describeLimit is a plan's per-client limits in words. */
+function describeLimit(limit: RateLimit): string {
+  return `${limit.rate} requests per second, ${limit.burst} at once, ${limit.concurrency} in flight`;
 }

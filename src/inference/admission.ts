@@ -3,8 +3,18 @@
  * analysis held by its `admitted` hook counts as waiting); beyond that, OverloadedError at once
  * with a retry hint from the recent mean duration, so that overload is refused instead of growing
  * memory or timing everyone out (test/unit/inference/analyzer.spec.ts).
+ *
+ * Fair: waiting analyses are handed to workers client by client in turn (round robin), and when
+ * every place is taken a newcomer whose client holds fewer waiting places than the client holding
+ * the most takes that client's newest waiting place (which gets OverloadedError): one client's
+ * backlog never pushes others into `overloaded` (test/unit/inference/admission.spec.ts).
+ *
+ * Deadlines: an analysis whose deadline is sooner than it is expected to take ({@link
+ * AdmissionQueue.expectedMs}: learnt from recent analyses of images no larger, finished or stopped
+ * unfinished) is refused before it starts (DeadlineTooShortError, 504, nothing run), so work that
+ * nobody will wait for is not started again (test/integration/abuse.spec.ts, finding 1).
  */
-import { OverloadedError } from "../api/engine-errors.js";
+import { DeadlineTooShortError, OverloadedError } from "../api/engine-errors.js";
 import type { AnalysisResult, AnalyzeOptions } from "./analyzer-types.js";
 import type { StageTimings } from "./pipeline.js";
 import type { WorkerPool } from "./worker-pool.js";
@@ -12,9 +22,16 @@ import type { WorkerPool } from "./worker-pool.js";
 /** CLOSE_WAIT_MS bounds how long close() waits for running analyses. */
 const CLOSE_WAIT_MS = 10_000;
 
+/** RECENT_ANALYSES: how many finished analyses the deadline rule remembers. */
+const RECENT_ANALYSES = 32;
+
 /** Pending is an admitted analysis not yet handed to a worker. */
 interface Pending {
   bytes: Uint8Array;
+  /** The client it is queued for ("" when unnamed). */
+  client: string;
+  /** Header pixel count, when known. */
+  pixels?: number;
   resolve: (r: AnalysisResult) => void;
   reject: (e: unknown) => void;
   signal?: AbortSignal;
@@ -36,6 +53,10 @@ export class AdmissionQueue {
   private closedFlag = false;
   /** Running mean of analysis durations, ms, for the Retry-After hint. */
   private meanMs = 1000;
+  /** The last analyses that ran: pixels and time (ms) finished, or run until stopped unfinished. */
+  private readonly recent: { pixels: number; ms: number; unfinished: boolean }[] = [];
+  /** The client served last (round robin). */
+  private lastClient = "";
 
   constructor(
     private readonly pool: WorkerPool,
@@ -63,18 +84,35 @@ export class AdmissionQueue {
    * queued analysis at once with the signal's reason and frees its place; a running one rejects
    * at once too, and its worker is killed and replaced (worker-pool.ts).
    */
-  submit(image: Uint8Array, options: AnalyzeOptions = {}): Promise<AnalysisResult> {
+  submit(image: Uint8Array, options: AnalyzeOptions & { pixels?: number } = {}): Promise<AnalysisResult> {
     const signal = options.signal;
+    const client = options.clientId ?? "";
+    if (options.deadline !== undefined) {
+      const remainingMs = options.deadline - Date.now();
+      const expectedMs = this.expectedMs(options.pixels);
+      if (remainingMs < expectedMs) return Promise.reject(new DeadlineTooShortError(remainingMs, expectedMs));
+    }
     // Running, queued and held analyses together within maxInFlight + maxQueue: a held one
     // (waiting for its `admitted` hook) is about to run or queue.
     const waiting = this.queue.length;
     if (this.runningCount + waiting >= this.maxInFlight + this.maxQueue) {
       const seconds = Math.max(1, Math.ceil(((waiting + this.runningCount) / this.maxInFlight) * (this.meanMs / 1000)));
-      return Promise.reject(new OverloadedError(seconds));
+      const victim = this.placeToTake(client);
+      if (!victim) return Promise.reject(new OverloadedError(seconds));
+      this.drop(victim, new OverloadedError(seconds));
     }
     return new Promise<AnalysisResult>((resolve, reject) => {
       const admitted = options.admitted;
-      const p: Pending = { bytes: image, resolve, reject, signal, settled: false, held: admitted !== undefined };
+      const p: Pending = {
+        bytes: image,
+        client,
+        pixels: options.pixels,
+        resolve,
+        reject,
+        signal,
+        settled: false,
+        held: admitted !== undefined,
+      };
       if (signal) {
         p.onAbort = () => this.drop(p, abortReason(signal));
         signal.addEventListener("abort", p.onAbort, { once: true });
@@ -119,12 +157,64 @@ export class AdmissionQueue {
 
   private dispatch(): void {
     while (!this.closedFlag && this.runningCount < this.maxInFlight && this.pool.idleCount() > 0) {
-      const i = this.queue.findIndex((q) => !q.held);
+      const i = this.nextIndex();
       if (i < 0) break;
       const p = this.queue.splice(i, 1)[0];
       if (p.settled) continue;
+      this.lastClient = p.client;
       this.start(p);
     }
+  }
+
+  /**
+   * nextIndex is the queue index of the next analysis to start: the oldest ready one of the first
+   * client after the one served last (in order of the clients' oldest ready analyses); -1: none.
+   */
+  private nextIndex(): number {
+    const firstOf = new Map<string, number>();
+    this.queue.forEach((q, i) => {
+      if (!q.held && !firstOf.has(q.client)) firstOf.set(q.client, i);
+    });
+    if (firstOf.size === 0) return -1;
+    const clients = [...firstOf.keys()].sort();
+    const next = clients.find((c) => c > this.lastClient) ?? clients[0];
+    return firstOf.get(next) as number;
+  }
+
+  /**
+   * placeToTake is the waiting analysis a newcomer of `client` takes the place of when every
+   * place is taken: the newest of the client with the most waiting, when that is more than
+   * `client` has; undefined when `client` already has as many as anyone.
+   */
+  private placeToTake(client: string): Pending | undefined {
+    const counts = new Map<string, number>();
+    for (const q of this.queue) counts.set(q.client, (counts.get(q.client) ?? 0) + 1);
+    let top: string | undefined;
+    for (const [c, n] of counts) if (top === undefined || n > (counts.get(top) ?? 0)) top = c;
+    if (top === undefined || top === client || (counts.get(top) ?? 0) <= (counts.get(client) ?? 0) + 1) return undefined;
+    for (let i = this.queue.length - 1; i >= 0; i--) if (this.queue[i].client === top) return this.queue[i];
+    return undefined;
+  }
+
+  /**
+   * expectedMs is the least an analysis of `pixels` is expected to take, from recent analyses of
+   * images no larger (a larger image never takes less): the fastest that finished, and at least
+   * the longest that was stopped unfinished (its deadline passed while it ran); 0 when none is known.
+   */
+  private expectedMs(pixels: number | undefined): number {
+    let fastest = Number.POSITIVE_INFINITY;
+    let unfinished = 0;
+    for (const r of this.recent) {
+      if (pixels !== undefined && r.pixels > pixels) continue;
+      if (r.unfinished) unfinished = Math.max(unfinished, r.ms);
+      else fastest = Math.min(fastest, r.ms);
+    }
+    return Math.max(Number.isFinite(fastest) ? fastest : 0, unfinished);
+  }
+
+  private remember(r: { pixels: number; ms: number; unfinished: boolean }): void {
+    this.recent.push(r);
+    if (this.recent.length > RECENT_ANALYSES) this.recent.shift();
   }
 
   private start(p: Pending): void {
@@ -134,11 +224,16 @@ export class AdmissionQueue {
       .run(p.bytes, { signal: p.signal })
       .then(
         ({ result, timings }) => {
-          this.meanMs = 0.8 * this.meanMs + 0.2 * (performance.now() - started);
+          const ms = performance.now() - started;
+          this.meanMs = 0.8 * this.meanMs + 0.2 * ms;
+          this.remember({ pixels: p.pixels ?? result.width * result.height, ms, unfinished: false });
           this.onTimings?.(timings);
           if (this.settle(p)) p.resolve(result);
         },
         (e) => {
+          // Stopped unfinished by its signal: an image of that size takes longer than this.
+          if (p.signal?.aborted)
+            this.remember({ pixels: p.pixels ?? Number.POSITIVE_INFINITY, ms: performance.now() - started, unfinished: true });
           if (this.settle(p)) p.reject(e);
         },
       )

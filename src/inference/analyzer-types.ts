@@ -136,6 +136,16 @@ export interface AnalyzeOptions {
    * request refused as overloaded never holds one.
    */
   admitted?: () => Promise<void>;
+  /**
+   * Who asks: the admission queue serves waiting analyses client by client in turn, so that one
+   * client's backlog never pushes another's work out (admission.ts). Default: one anonymous client.
+   */
+  clientId?: string;
+  /**
+   * When the answer is due (Unix ms). An analysis that cannot finish by then is refused before
+   * it starts with `DeadlineTooShortError` (src/api/engine-errors.ts; nothing run, 504 `timeout`).
+   */
+  deadline?: number;
 }
 
 /** Analyzer turns image bytes into an {@link AnalysisResult}. */

@@ -4,7 +4,7 @@
  * refused at once instead of growing memory or timing everyone out.
  */
 import { availableParallelism } from "node:os";
-import { checkImageFile } from "../image/decode.js";
+import { checkImageFile, readImageHeader } from "../image/decode.js";
 import { AdmissionQueue, abortReason } from "./admission.js";
 import type { AnalysisResult, AnalyzeOptions, Analyzer } from "./analyzer-types.js";
 import { DEFAULT_MODEL_PATH, ModelLoadError, loadModelMetadata } from "./model-session.js";
@@ -133,7 +133,18 @@ export async function createAnalyzer(options: AnalyzerOptions = {}): Promise<Eng
       } catch (e) {
         return Promise.reject(e);
       }
-      return admission.submit(image, callOptions);
+      if (callOptions.deadline === undefined) return admission.submit(image, callOptions);
+      // The header's pixel count sharpens the deadline rule (admission.ts); an unreadable header
+      // is left to the worker, which answers it as before.
+      const submit = (pixels?: number) => {
+        if (signal?.aborted) return Promise.reject(abortReason(signal));
+        if (admission.closed) return Promise.reject(new Error("The analyzer is closed."));
+        return admission.submit(image, { ...callOptions, pixels });
+      };
+      return readImageHeader(image).then(
+        (h) => submit(h.width * h.height),
+        () => submit(),
+      );
     },
     async close() {
       if (admission.closed) return;

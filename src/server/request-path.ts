@@ -5,7 +5,8 @@
  *   2. exchange  access-log.ts           a request id and a child logger; when the response closes,
  *                                        one log line and one count, whatever answered
  *   3. site      src/http/               CORS, the demo page, the docs, readiness, metrics
- *   4. door      door.ts                 route, key and month from the headers, before any body
+ *   4. door      door.ts                 route, key and month from the headers, before any body;
+ *                src/auth/rate-gate.ts   then the client's rate and requests in flight (429 rate_limited)
  *   5. adapter   rpc-adapter.ts          gRPC, gRPC-Web, Connect: connect's handler, the interceptors
  *                src/rest/rest-handler.ts  REST: the same interceptors and service
  *   6. answer    respond.ts              the answer written, an unread body let go; a refusal in the
@@ -17,7 +18,7 @@
 import type { ConnectError } from "@connectrpc/connect";
 import type { Exchange } from "../api/context-keys.js";
 import { errorAnswer } from "../api/error-answer.js";
-import type { NodeHandlerFn, NodeRequest, NodeResponse, WireProtocol } from "../api/http.js";
+import { wireProtocolOf, type NodeHandlerFn, type NodeRequest, type NodeResponse, type WireProtocol } from "../api/http.js";
 import { palmError } from "../errors.js";
 import type { SiteHandler } from "../http/site-handler.js";
 import type { RestHandler } from "../rest/rest-handler.js";
@@ -35,6 +36,12 @@ export interface RequestPathOptions {
   rest: RestHandler;
   /** HTTP/2 receive windows in bytes a connection gets once a call on it came with a recognised key. */
   windows: { stream: number; connection: number };
+  /**
+   * limits takes one step of a keyed request's per-client limits (src/auth/rate-gate.ts) after the
+   * door let it in, before any body: resolves with the refusal (429 rate_limited), or undefined
+   * when the request may go on, holding its place until `res` closes. Default: none.
+   */
+  limits?: (res: NodeResponse, exchange: Exchange) => Promise<ConnectError | undefined>;
 }
 
 /** createRequestPath returns the node handler the HTTP front runs for every request. */
@@ -45,6 +52,10 @@ export function createRequestPath(options: RequestPathOptions): NodeHandlerFn {
   const pass = async (req: NodeRequest, res: NodeResponse, exchange: Exchange, verdict: Verdict): Promise<void> => {
     if (verdict.kind === "refuse") return refuse(req, res, exchange, verdict.wire, verdict.error);
     if (verdict.kind === "connect-refuses") return rpc.serve(req, res, verdict.handler, exchange);
+    if (verdict.keyed && options.limits) {
+      const refusal = await options.limits(res, exchange);
+      if (refusal) return refuse(req, res, exchange, wireOf(req, verdict), refusal);
+    }
     // A recognised key opens the connection's full HTTP/2 windows (respond.ts, widenWindows).
     if (verdict.keyed) widenWindows(req, windows);
     if (verdict.kind === "rest") return respond(req, res, await rest.serve(req, res, verdict.route, exchange));
@@ -69,4 +80,10 @@ export function createRequestPath(options: RequestPathOptions): NodeHandlerFn {
 /** refuse answers `error` in `wire`'s format, unless the client is gone. */
 function refuse(req: NodeRequest, res: NodeResponse, exchange: Exchange, wire: WireProtocol, error: ConnectError): void {
   if (!exchange.signal.aborted) respond(req, res, errorAnswer(wire, error, String(req.headers["content-type"] ?? "")));
+}
+
+/** wireOf is the wire format of a let-in request's answer, as the door reads it. */
+function wireOf(req: NodeRequest, verdict: Verdict): WireProtocol {
+  if (verdict.kind === "rest") return "rest";
+  return wireProtocolOf(String(req.headers["content-type"] ?? ""), true, req.headers["connect-protocol-version"] !== undefined);
 }

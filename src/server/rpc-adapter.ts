@@ -124,7 +124,7 @@ export function limitedCompression(compression: Compression, tooLarge: () => Err
  * table: the client's fault is `invalid_json` (InvalidArgument), never INTERNAL; deadlines,
  * cancels and size limits keep their own rows.
  */
-export function clientFault(e: ConnectError): ConnectError {
+export function clientFault(e: ConnectError, contentType: string): ConnectError {
   if (reasonOf(e) !== undefined) return e;
   switch (e.code) {
     case Code.DeadlineExceeded:
@@ -132,8 +132,20 @@ export function clientFault(e: ConnectError): ConnectError {
     case Code.ResourceExhausted:
       return toPalmError(e);
     default:
-      return palmError("invalid_json", { cause: e });
+      // The words fit the client's encoding: no "JSON" in the answer to a protobuf body.
+      return palmError("invalid_json", { cause: e, message: isProtobuf(contentType) ? MALFORMED_PROTOBUF_MESSAGE : undefined });
   }
+}
+
+/** MALFORMED_PROTOBUF_MESSAGE is `invalid_json`'s message for a binary protobuf request (test/integration/malformed-rpc.spec.ts). */
+export const MALFORMED_PROTOBUF_MESSAGE =
+  "The request message is not a readable protobuf message (truncated, malformed or not compressed as declared).";
+
+/** isProtobuf tells a binary protobuf content type (gRPC and gRPC-Web default to it) from a JSON one. */
+function isProtobuf(contentType: string): boolean {
+  const ct = contentType.toLowerCase().split(";", 1)[0].trim();
+  if (ct.endsWith("+json") || ct === "application/json") return false;
+  return ct.startsWith("application/grpc") || ct.endsWith("proto");
 }
 
 /**
@@ -155,7 +167,7 @@ export const inputFaults: Interceptor = (next) => async (req) => {
     try {
       yield* input;
     } catch (e) {
-      throw clientFault(ConnectError.from(e));
+      throw clientFault(ConnectError.from(e), req.header.get("content-type") ?? "");
     }
   })();
   return next({ ...req, message });
@@ -169,8 +181,13 @@ export const inputFaults: Interceptor = (next) => async (req) => {
  * an answer is one trailer (end-stream) message, which is replaced
  * (test/integration/malformed-rpc.spec.ts).
  */
-async function mapLibraryErrors(uRes: UniversalServerResponse, wire: WireProtocol, exchange: Exchange): Promise<UniversalServerResponse> {
-  const note = (found: ConnectError) => exchange.fail(clientFault(found));
+async function mapLibraryErrors(
+  uRes: UniversalServerResponse,
+  wire: WireProtocol,
+  contentType: string,
+  exchange: Exchange,
+): Promise<UniversalServerResponse> {
+  const note = (found: ConnectError) => exchange.fail(clientFault(found, contentType));
   const body = uRes.body as AsyncIterable<Uint8Array> | undefined;
   if ((wire === "grpc-web" || wire === "connect-stream") && body) {
     const flag = wire === "grpc-web" ? trailerFlag : endStreamFlag;
@@ -322,7 +339,7 @@ export function createRpcAdapter(options: RpcAdapterOptions): RpcAdapter {
     // Errors connect detects before any interceptor get the error table's answer, noted on the
     // exchange (test/integration/malformed-rpc.spec.ts).
     try {
-      const uRes = await mapLibraryErrors(await handler({ ...uReq, body }), wire, exchange);
+      const uRes = await mapLibraryErrors(await handler({ ...uReq, body }), wire, contentType, exchange);
       releaseUnreadBody(req, res);
       await universalResponseToNodeResponse(uRes, res);
     } catch (reason) {

@@ -19,6 +19,10 @@ import { createRestTable, restRoutesOf } from "../rest/rest-routes.js";
 import { REST_SERVICES } from "../rest/rest-services.js";
 import { createAccessLog } from "./access-log.js";
 import { createDoor } from "./door.js";
+import { createRateGate, type RateGate } from "../auth/rate-gate.js";
+import type { ConnectError } from "@connectrpc/connect";
+import { type Exchange, kPrincipal } from "../api/context-keys.js";
+import type { NodeResponse } from "../api/http.js";
 import { HttpFront } from "./http-front.js";
 import { createRequestPath } from "./request-path.js";
 import { createRpcAdapter } from "./rpc-adapter.js";
@@ -100,6 +104,7 @@ export function createPalmServer(options: PalmServerOptions): PalmServer {
     compressMinBytes: Number.MAX_SAFE_INTEGER,
     shutdownSignal: shutdownController.signal,
   });
+  const gate = createRateGate({ store: options.store, limits: config.rateLimits, leaseMs: config.quotaLeaseMs, logger });
   const door = createDoor({
     rpc: rpc.paths,
     rest: restTable,
@@ -124,7 +129,7 @@ export function createPalmServer(options: PalmServerOptions): PalmServer {
     config,
     logger,
     accessLog,
-    handler: createRequestPath({ accessLog, site, door, rpc, rest, windows }),
+    handler: createRequestPath({ accessLog, site, door, rpc, rest, windows, limits: createLimitsStep(gate) }),
     answersContinue: (path) => restTable.has(path) || rpc.paths.has(path),
   });
 
@@ -153,5 +158,45 @@ export function createPalmServer(options: PalmServerOptions): PalmServer {
       await rest.close();
       logger.info({ abandoned }, "server stopped");
     },
+  };
+}
+
+/**
+ * createLimitsStep is the request path's per-client limits step: one step of the gate for the
+ * request's principal; its place in flight is given back when the response closes (sent, reset or
+ * timed out), and its RateLimit headers go on the answer. The close listener is in place before
+ * the store is asked (test/integration/rate-limit.spec.ts, a client that resets).
+ */
+function createLimitsStep(gate: RateGate): (res: NodeResponse, exchange: Exchange) => Promise<ConnectError | undefined> {
+  return async (res, exchange) => {
+    const principal = exchange.contextValues.get(kPrincipal);
+    if (!principal) return undefined;
+    const closed = onClose(res);
+    try {
+      const hold = await gate.enter(principal.clientId, principal.plan);
+      closed(hold.leave);
+      for (const [name, value] of hold.headers) if (!res.headersSent) res.setHeader(name, value);
+      return undefined;
+    } catch (e) {
+      return exchange.fail(e);
+    }
+  };
+}
+
+/**
+ * onClose returns a function that runs its argument once `res` has closed, at once when it
+ * already has.
+ */
+function onClose(res: NodeResponse): (fn: () => void) => void {
+  const stream = "stream" in res ? res.stream : undefined;
+  let closed = stream ? stream.closed || stream.destroyed : res.destroyed || res.closed;
+  const waiting: (() => void)[] = [];
+  res.once("close", () => {
+    closed = true;
+    for (const fn of waiting.splice(0)) fn();
+  });
+  return (fn) => {
+    if (closed) fn();
+    else waiting.push(fn);
   };
 }

@@ -7,7 +7,7 @@ import { create } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { AnalyzeResponseSchema, type AnalyzeRequest, type AnalyzeResponse, type PalmService } from "../../gen/palm/v1/palm_pb.js";
-import { kQuota, kRequestId, type UsageSnapshot } from "../api/context-keys.js";
+import { kPrincipal, kQuota, kRequestId, type UsageSnapshot } from "../api/context-keys.js";
 import { badRequest, palmError, toPalmError } from "../errors.js";
 import type { AnalysisResult, Analyzer, LineEnd, LineTraits } from "../inference/analyzer-types.js";
 import { MAX_IMAGE_BYTES } from "../api/limits.js";
@@ -48,6 +48,8 @@ async function analyzeWithDeadline(
   timeoutMs: number,
   admitted: (() => Promise<void>) | undefined,
 ): Promise<AnalysisResult> {
+  // The client's deadline when it is the sooner (grpc-timeout, connect-timeout-ms).
+  const budgetMs = Math.min(timeoutMs, ctx.timeoutMs() ?? Number.POSITIVE_INFINITY);
   const deadline = AbortSignal.timeout(timeoutMs);
   const signal = AbortSignal.any([ctx.signal, deadline]);
   let onAbort: (() => void) | undefined;
@@ -59,7 +61,8 @@ async function analyzeWithDeadline(
     else signal.addEventListener("abort", onAbort, { once: true });
   });
   try {
-    return await Promise.race([analyzer.analyze(image, { signal, admitted }), aborted]);
+    const clientId = ctx.values.get(kPrincipal)?.clientId;
+    return await Promise.race([analyzer.analyze(image, { signal, admitted, clientId, deadline: Date.now() + budgetMs }), aborted]);
   } catch (e) {
     if (deadline.aborted || isDeadline(ctx.signal.reason)) throw palmError("timeout", { cause: e });
     if (ctx.signal.aborted) throw palmError("canceled", { cause: e });

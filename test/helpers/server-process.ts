@@ -12,6 +12,10 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { cpuSecondsOf, processTree, statusBytes, sumOver } from "./proc.js";
 import { freePort } from "./ports.js";
+import { UNTHROTTLED } from "./config.js";
+
+/** UNTHROTTLED_ENV: PALM_RATE_LIMITS that no test of something else reaches (every default plan and `*`). */
+const UNTHROTTLED_ENV = JSON.stringify(Object.fromEntries(["free", "starter", "pro", "*"].map((plan) => [plan, UNTHROTTLED["*"]])));
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
@@ -114,7 +118,7 @@ export async function startServerProcess(
   const port = await freePort();
   const child = spawn(process.execPath, [...nodeArgs, ...startCommand(root)], {
     cwd: root,
-    env: { ...process.env, REDIS_URL: "", PORT: String(port), HOST: "127.0.0.1", ...env },
+    env: { ...process.env, REDIS_URL: "", PORT: String(port), HOST: "127.0.0.1", PALM_RATE_LIMITS: UNTHROTTLED_ENV, ...env },
     stdio: ["ignore", keepOutput ? "pipe" : "ignore", "pipe"],
   });
   let output = "";

@@ -180,5 +180,94 @@ export function describeStore(name: string, open: () => Promise<Store>): void {
       expect(results.filter((r) => r.granted)).toHaveLength(15);
       expect(await store.usage("acme", period)).toBe(15);
     });
+    describe("per-client limits (admit, leave)", () => {
+      // A slow rate, so that no test earns a request back while it runs.
+      const slow = { rate: 0.01, burst: 3, concurrency: 10 };
+
+      it("grants the burst, then refuses by rate with the wait, and holds nothing for a refusal", async () => {
+        const store = await open();
+        const granted = [];
+        for (const id of ["a1", "a2", "a3"]) granted.push(await store.admit("acme", slow, id, LEASE));
+        expect(granted.map((d) => [d.granted, d.remaining, d.inFlight])).toEqual([
+          [true, 2, 1],
+          [true, 1, 2],
+          [true, 0, 3],
+        ]);
+        const refused = await store.admit("acme", slow, "a4", LEASE);
+        expect(refused).toMatchObject({ granted: false, limitedBy: "rate", remaining: 0, inFlight: 3 });
+        // One request in 100 s: the fourth waits one emission interval (within a clock tick).
+        expect(refused.retryAfterMs).toBeGreaterThan(99_000);
+        expect(refused.retryAfterMs).toBeLessThanOrEqual(100_000);
+        expect(await store.leave("acme", "a4")).toBe(3);
+        // Another client has its own burst.
+        expect(await store.admit("other", slow, "a1", LEASE)).toMatchObject({ granted: true, remaining: 2, inFlight: 1 });
+      });
+
+      it("refuses by concurrency without taking from the rate, and grants again once one leaves", async () => {
+        const store = await open();
+        const two = { rate: 0.01, burst: 5, concurrency: 2 };
+        await store.admit("acme", two, "c1", LEASE);
+        await store.admit("acme", two, "c2", LEASE);
+        expect(await store.admit("acme", two, "c3", LEASE)).toMatchObject({
+          granted: false,
+          limitedBy: "concurrency",
+          remaining: 3,
+          inFlight: 2,
+        });
+        expect(await store.leave("acme", "c1")).toBe(1);
+        expect(await store.leave("acme", "c1")).toBe(1);
+        expect(await store.admit("acme", two, "c3", LEASE)).toMatchObject({ granted: true, remaining: 2, inFlight: 2 });
+      });
+
+      it("counts a request id once however often it is admitted", async () => {
+        const store = await open();
+        expect(await store.admit("acme", slow, "same", LEASE)).toMatchObject({ granted: true, remaining: 2, inFlight: 1 });
+        expect(await store.admit("acme", slow, "same", LEASE)).toMatchObject({ granted: true, remaining: 2, inFlight: 1 });
+      });
+
+      it("earns requests back at the rate", async () => {
+        const store = await open();
+        const fast = { rate: 20, burst: 1, concurrency: 10 };
+        expect((await store.admit("acme", fast, "e1", LEASE)).granted).toBe(true);
+        expect(await store.admit("acme", fast, "e2", LEASE)).toMatchObject({ granted: false, limitedBy: "rate" });
+        await sleep(80);
+        expect((await store.admit("acme", fast, "e2", LEASE)).granted).toBe(true);
+      });
+
+      it("gives back a place whose lease passed, and keeps one whose lease was renewed", async () => {
+        const store = await open();
+        const one = { rate: 100, burst: 100, concurrency: 2 };
+        await store.admit("acme", one, "dead", 300);
+        await store.admit("acme", one, "alive", 300);
+        expect((await store.admit("acme", one, "third", LEASE)).limitedBy).toBe("concurrency");
+        await sleep(150);
+        expect(await store.renewInFlight("acme", "alive", 600)).toBe(true);
+        await sleep(250);
+        expect(await store.admit("acme", one, "third", LEASE)).toMatchObject({ granted: true, inFlight: 2 });
+        expect(await store.renewInFlight("acme", "dead", LEASE)).toBe(false);
+      });
+
+      it("grants exactly the concurrency to 40 concurrent requests", async () => {
+        const store = await open();
+        const limit = { rate: 1000, burst: 100, concurrency: 7 };
+        const results = await Promise.all(Array.from({ length: 40 }, (_, i) => store.admit("acme", limit, `p${i}`, LEASE)));
+        expect(results.filter((r) => r.granted)).toHaveLength(7);
+      });
+
+      it("grants exactly the burst to 40 concurrent requests", async () => {
+        const store = await open();
+        const results = await Promise.all(
+          Array.from({ length: 40 }, (_, i) => store.admit("acme", { ...slow, burst: 9, concurrency: 100 }, `b${i}`, LEASE)),
+        );
+        expect(results.filter((r) => r.granted)).toHaveLength(9);
+      });
+
+      it("keeps a plan's rate limit", async () => {
+        const store = await open();
+        expect(await store.getPlanRateLimit("free")).toBeUndefined();
+        await store.setPlanRateLimit("free", { rate: 0.5, burst: 4, concurrency: 1 });
+        expect(await store.getPlanRateLimit("free")).toEqual({ rate: 0.5, burst: 4, concurrency: 1 });
+      });
+    });
   });
 }

@@ -13,6 +13,7 @@ import { createMemoryStore } from "../../src/auth/memory-store.js";
 import { createTestConfig } from "../helpers/config.js";
 import { ERRORS } from "../../src/errors.js";
 import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
+import { MALFORMED_PROTOBUF_MESSAGE } from "../../src/server/rpc-adapter.js";
 import { createPalmServer, type PalmServer } from "../../src/server/server.js";
 import { createTestAnalyzer } from "../helpers/analyzer.js";
 import { registerKey } from "../helpers/keys.js";
@@ -74,9 +75,9 @@ function grpcCall(body: Buffer, extra: Record<string, string> = {}): Promise<Rec
   });
 }
 
-function expectTableError(t: Record<string, string>, reason: keyof typeof ERRORS) {
+function expectTableError(t: Record<string, string>, reason: keyof typeof ERRORS, message = ERRORS[reason].message) {
   expect(t["grpc-status"]).toBe(String(ERRORS[reason].code));
-  expect(decodeURIComponent(t["grpc-message"])).toBe(ERRORS[reason].message);
+  expect(decodeURIComponent(t["grpc-message"])).toBe(message);
   const h = new Headers();
   for (const [k, v] of Object.entries(t)) if (!k.startsWith(":")) h.set(k, String(v));
   expect(findTrailerError(h)?.findDetails(ErrorInfoSchema)[0]?.reason).toBe(reason);
@@ -89,18 +90,20 @@ describe("malformed RPC messages", () => {
   it("answers a truncated protobuf on gRPC with invalid_json (InvalidArgument) and ErrorInfo", async () => {
     // Field 1 (bytes) declares 100 bytes; 3 follow.
     const t = await grpcCall(envelope(0, Uint8Array.from([0x0a, 100, 1, 2, 3])));
-    expectTableError(t, "invalid_json");
+    // Words that fit the client's protocol: a protobuf body is not told about JSON (issue 29, finding 5).
+    expectTableError(t, "invalid_json", MALFORMED_PROTOBUF_MESSAGE);
+    expect(decodeURIComponent(t["grpc-message"])).not.toMatch(/JSON/);
   });
 
   it("answers a compressed flag without grpc-encoding on gRPC with invalid_json, not INTERNAL", async () => {
     const t = await grpcCall(envelope(1, Uint8Array.from([0x0a, 1, 0xff])));
     expect(t["grpc-status"]).not.toBe("13");
-    expectTableError(t, "invalid_json");
+    expectTableError(t, "invalid_json", MALFORMED_PROTOBUF_MESSAGE);
   });
 
   it("answers a gzip body that is not gzip on gRPC with invalid_json", async () => {
     const t = await grpcCall(envelope(1, Uint8Array.from([1, 2, 3, 4])), { "grpc-encoding": "gzip" });
-    expectTableError(t, "invalid_json");
+    expectTableError(t, "invalid_json", MALFORMED_PROTOBUF_MESSAGE);
   });
 
   it("answers broken Connect JSON with 400, invalid_argument, the table's message and ErrorInfo", async () => {
@@ -121,13 +124,13 @@ describe("malformed RPC messages", () => {
 
   it("answers a truncated protobuf on gRPC-Web with invalid_json and ErrorInfo in the trailer message", async () => {
     const t = await grpcWebCall(envelope(0, Uint8Array.from([0x0a, 100, 1, 2, 3])));
-    expectTableError(t, "invalid_json");
+    expectTableError(t, "invalid_json", MALFORMED_PROTOBUF_MESSAGE);
   });
 
   it("answers a compressed flag without grpc-encoding on gRPC-Web with invalid_json, not INTERNAL", async () => {
     const t = await grpcWebCall(envelope(1, Uint8Array.from([0x0a, 1, 0xff])));
     expect(t["grpc-status"]).not.toBe("13");
-    expectTableError(t, "invalid_json");
+    expectTableError(t, "invalid_json", MALFORMED_PROTOBUF_MESSAGE);
   });
 
   it("answers a truncated protobuf on Connect streaming (Health/Watch) with invalid_argument, the table's message and ErrorInfo in the end-stream message", async () => {
@@ -141,7 +144,7 @@ describe("malformed RPC messages", () => {
     expect(frames.map((f) => f.flags)).toEqual([2]);
     const end = endStreamFromJson(frames[0].data);
     expect(end.error?.code).toBe(ERRORS.invalid_json.code);
-    expect(end.error?.rawMessage).toBe(ERRORS.invalid_json.message);
+    expect(end.error?.rawMessage).toBe(MALFORMED_PROTOBUF_MESSAGE);
     expect(end.error?.findDetails(ErrorInfoSchema)[0]?.reason).toBe("invalid_json");
     const requestId = end.metadata.get("x-request-id");
     expect(requestId).toMatch(/^palm_/);

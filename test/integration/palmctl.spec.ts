@@ -75,6 +75,20 @@ describe("palmctl", () => {
     expect((await palmctl("keys", "list", "--client", "acme"))[1]).toMatch(/^[0-9a-f]{12} {2}\S+Z {2}\S+Z$/);
   });
 
+  it("sets a plan's per-client limits, which the server applies from the store", async () => {
+    const key = (await palmctl("keys", "create", "--client", "limited", "--plan", "pro")).at(-1)!;
+    expect((await palmctl("plans", "rate-limit", "--plan", "pro")).at(-1)).toBe(
+      "plan pro: 20 requests per second, 50 at once, 8 in flight per client (from the configuration)",
+    );
+    const set = await palmctlBin("plans", "set-rate-limit", "--plan", "pro", "--rate", "0.01", "--burst", "1", "--concurrency", "3");
+    expect(set.at(-1)).toBe("plan pro: 0.01 requests per second, 1 at once, 3 in flight per client (every replica within 5 s)");
+    expect((await palmctl("plans", "rate-limit", "--plan", "pro")).at(-1)).toMatch(/\(set by palmctl\)$/);
+    expect((await postAnalyze(srv.url, { image }, { "x-api-key": key })).res.status).toBe(200);
+    const refused = await postAnalyze(srv.url, { image }, { "x-api-key": key });
+    expectErrorBody(refused.res, refused.json, 429, "rate_limited");
+    expect(refused.res.headers.get("ratelimit-policy")).toBe('"burst";q=1;w=100');
+  });
+
   it("exits 1 within a few seconds when Redis is unreachable", async () => {
     // It hung here before: QUIT waited for a Redis that was never there.
     await expectQuickExit({ REDIS_URL: "redis://127.0.0.1:1" });

@@ -171,6 +171,20 @@ describe("loadConfig()", () => {
     expect(loadConfig({ REDIS_URL: "redis://r:6379", PALM_REDIS_PREFIX: "{palm}:" }).redisKeyPrefix).toBe("{palm}:");
   });
 
+  it("reads PALM_RATE_LIMITS over the defaults, and names a bad plan or field", () => {
+    const config = loadConfig({ PALM_RATE_LIMITS: '{"free":{"rate":0.5,"burst":3,"concurrency":1}}' });
+    expect(config.rateLimits.free).toEqual({ rate: 0.5, burst: 3, concurrency: 1 });
+    expect(config.rateLimits.pro).toEqual({ rate: 20, burst: 50, concurrency: 8 });
+    expect(config.rateLimits["*"]).toEqual({ rate: 10, burst: 20, concurrency: 4 });
+    expect(() => loadConfig({ PALM_RATE_LIMITS: '{"free":{"rate":1,"burst":0,"concurrency":1}}' })).toThrow(
+      /PALM_RATE_LIMITS: plan "free": burst must be an integer of at least 1/,
+    );
+    expect(() => loadConfig({ PALM_RATE_LIMITS: '{"free":{"rate":1,"burst":1,"concurrency":1,"per":"minute"}}' })).toThrow(
+      /PALM_RATE_LIMITS: plan "free": unknown field "per"/,
+    );
+    expect(() => loadConfig({ PALM_RATE_LIMITS: "[]" })).toThrow(/PALM_RATE_LIMITS: expected a JSON object/);
+  });
+
   it("rejects PALM_PLAN_LIMITS that is not a JSON object", () => {
     expect(() => loadConfig({ PALM_PLAN_LIMITS: "[1]" })).toThrow(/PALM_PLAN_LIMITS: expected a non-empty JSON object/);
     expect(() => loadConfig({ PALM_PLAN_LIMITS: "{" })).toThrow(/PALM_PLAN_LIMITS: not valid JSON/);

@@ -17,6 +17,7 @@ const SPEC_TABLE: [string, number, Code][] = [
   ["invalid_image", 400, Code.InvalidArgument],
   ["image_dimensions_out_of_range", 400, Code.InvalidArgument],
   ["quota_exceeded", 429, Code.ResourceExhausted],
+  ["rate_limited", 429, Code.ResourceExhausted],
   ["overloaded", 503, Code.Unavailable],
   ["store_unavailable", 503, Code.Unavailable],
   ["timeout", 504, Code.DeadlineExceeded],

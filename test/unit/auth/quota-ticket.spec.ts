@@ -37,6 +37,15 @@ describe("createQuotaTicket()", () => {
     expect([t.state, await store.usage("acme", period)]).toEqual(["released", 0]);
   });
 
+  it("refuses a reserve that comes after its release, holding nothing (issue 29, finding 4)", async () => {
+    const { store, ticket } = setup();
+    const t = ticket();
+    await t.release();
+    const err = await catchError(t.reserve());
+    expect(err.findDetails(ErrorInfoSchema)[0]?.reason).toBe("canceled");
+    expect([t.state, await store.usage("acme", period)]).toEqual(["released", 0]);
+  });
+
   it("charges nothing when released before any reserve, and reports the units held", async () => {
     const { store, ticket } = setup();
     const first = ticket();

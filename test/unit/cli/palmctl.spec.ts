@@ -62,6 +62,15 @@ describe("runPalmctl()", () => {
     expect(await h.run("frobnicate")).toBe(2);
   });
 
+  it("exits 2 for per-client limits out of range, and stores nothing", async () => {
+    const { run, err, store } = harness();
+    expect(await run("plans", "set-rate-limit", "--plan", "free", "--rate", "0", "--burst", "1", "--concurrency", "1")).toBe(2);
+    expect(err[0]).toBe("palmctl: rate must be a number of requests per second from 0.001 to 1000000");
+    expect(await run("plans", "set-rate-limit", "--plan", "free", "--rate", "1", "--burst", "1.5", "--concurrency", "1")).toBe(2);
+    expect(await run("plans", "set-rate-limit", "--plan", "gold", "--rate", "1", "--burst", "1", "--concurrency", "1")).toBe(2);
+    expect(await store.getPlanRateLimit("free")).toBeUndefined();
+  });
+
   it("exits 2 when REDIS_URL is not set", async () => {
     const err: string[] = [];
     const code = await runPalmctl(["keys", "list", "--client", "a"], { env: {}, stdout: () => {}, stderr: (l) => err.push(l) });

@@ -1,0 +1,104 @@
+/**
+ * The per-client gate of the door: each request with a recognised key takes one step of its
+ * client's limits in the store ({@link Store.admit}, rate-limit.ts) before its body is read. Over
+ * the limits it is refused with 429 `rate_limited` (never charged); admitted, it holds a place in
+ * flight until its response closes, however it closes (sent, reset, timed out), and the lease of
+ * that place is renewed meanwhile, so a replica that dies gives its places back.
+ * test/integration/rate-limit.spec.ts pins it over HTTP/1.1, HTTP/2 and gRPC.
+ */
+import { randomUUID } from "node:crypto";
+import type { PlanRateLimits, RateLimit } from "../config.js";
+import { palmError, rateLimited } from "../errors.js";
+import type { Logger } from "../log.js";
+import { setRateLimitHeaders } from "./rate-limit.js";
+import type { Store } from "./store.js";
+
+/** RateGateOptions configure {@link createRateGate}. */
+export interface RateGateOptions {
+  store: Store;
+  /** The configured limits by plan (`*`: every other plan); the store's per-plan settings win. */
+  limits: PlanRateLimits;
+  /** Lease of a place in flight, ms; renewed every third of it. Default 30000. */
+  leaseMs?: number;
+  /** How long a plan's setting read from the store is used before it is read again, ms. Default 5000. */
+  planCacheMs?: number;
+  logger?: Logger;
+}
+
+/** RateHold is an admitted request's place in flight. */
+export interface RateHold {
+  /** The RateLimit-Policy and RateLimit headers of the decision, for the response. */
+  readonly headers: Headers;
+  /** leave gives the place back (idempotent); the store's lease gives it back if this fails. */
+  leave(): void;
+}
+
+/** RateGate admits requests within their client's limits. */
+export interface RateGate {
+  /**
+   * enter takes one step of `clientId`'s limits: resolves with the request's {@link RateHold}, or
+   * throws 429 `rate_limited` (or `store_unavailable`, failing closed).
+   */
+  enter(clientId: string, plan: string): Promise<RateHold>;
+  /** limitOf is the limit applied to `plan` now. */
+  limitOf(plan: string): Promise<RateLimit>;
+}
+
+/** createRateGate returns the {@link RateGate} over `options.store`. */
+export function createRateGate(options: RateGateOptions): RateGate {
+  const { store } = options;
+  const leaseMs = options.leaseMs ?? 30_000;
+  const planCacheMs = options.planCacheMs ?? 5000;
+  const cache = new Map<string, { limit: RateLimit | undefined; until: number }>();
+
+  const limitOf = async (plan: string): Promise<RateLimit> => {
+    let cached = cache.get(plan);
+    if (!cached || cached.until <= Date.now()) {
+      cached = { limit: await store.getPlanRateLimit(plan), until: Date.now() + planCacheMs };
+      cache.set(plan, cached);
+    }
+    const limit = cached.limit ?? options.limits[plan] ?? options.limits["*"];
+    // config.ts always keeps `*`: a plan without limits is a fault, never an unlimited client.
+    if (limit === undefined) throw palmError("internal_error", { cause: new Error(`no rate limit for plan ${JSON.stringify(plan)}`) });
+    return limit;
+  };
+
+  return {
+    limitOf,
+    async enter(clientId, plan) {
+      const limit = await limitOf(plan);
+      const id = randomUUID();
+      const decision = await store.admit(clientId, limit, id, leaseMs);
+      const headers = new Headers();
+      setRateLimitHeaders(headers, limit, decision);
+      if (!decision.granted) {
+        const violation =
+          decision.limitedBy === "concurrency"
+            ? `at most ${limit.concurrency} requests in flight`
+            : `at most ${limit.rate} requests per second, ${limit.burst} at once`;
+        // Concurrency frees up when one of the client's requests ends: retry in a second.
+        const retryAfter = decision.limitedBy === "concurrency" ? 1 : decision.retryAfterMs / 1000;
+        throw rateLimited(clientId, violation, retryAfter, headers);
+      }
+      const renew = setInterval(
+        () => {
+          store.renewInFlight(clientId, id, leaseMs).catch(() => {});
+        },
+        Math.max(100, Math.floor(leaseMs / 3)),
+      );
+      renew.unref();
+      let left = false;
+      return {
+        headers,
+        leave() {
+          if (left) return;
+          left = true;
+          clearInterval(renew);
+          store.leave(clientId, id).catch(() => {
+            options.logger?.warn({ client_id: clientId }, "leaving the in-flight count failed; its lease gives the place back");
+          });
+        },
+      };
+    },
+  };
+}
