@@ -29,6 +29,7 @@ import {
 import { createEcmaScriptPlugin, getComments, runNodeJs, type Schema } from "@bufbuild/protoplugin";
 import { Code } from "@connectrpc/connect";
 import { ERRORS, type Reason } from "../src/errors.js";
+import { UPLOAD_FIELD } from "../src/rest/rest-upload.js";
 
 /** OpenApiOptions are the plugin's options. */
 export interface OpenApiOptions {
@@ -181,6 +182,7 @@ export function buildOpenApi(services: readonly DescService[], http: DescExtensi
                       schema:
                         r.body === "*" ? ref(method.input, false) : fieldSchema(method.input.fields.find((f) => f.name === r.body)!, false),
                     },
+                    ...(r.body === "*" ? uploadContentOf(method.input) : {}),
                   },
                 },
               }
@@ -216,6 +218,30 @@ export function buildOpenApi(services: readonly DescService[], http: DescExtensi
     },
     required: ["error"],
   };
+
+  /**
+   * uploadContentOf: the binary bodies src/rest/rest-upload.ts takes for a request with a bytes
+   * field `image`: a multipart form with that file part, or the file itself.
+   */
+  function uploadContentOf(input: DescMessage): Record<string, unknown> {
+    const field = input.fields.find((f) => f.name === UPLOAD_FIELD);
+    if (field?.fieldKind !== "scalar" || field.scalar !== ScalarType.BYTES) return {};
+    const description = describe(field);
+    return {
+      "multipart/form-data": {
+        schema: {
+          type: "object",
+          properties: {
+            [UPLOAD_FIELD]: { type: "string", contentMediaType: "application/octet-stream", ...(description ? { description } : {}) },
+          },
+          required: [UPLOAD_FIELD],
+        },
+        encoding: { [UPLOAD_FIELD]: { contentType: "image/jpeg, image/png" } },
+      },
+      "image/jpeg": { schema: { type: "string", contentMediaType: "image/jpeg" } },
+      "image/png": { schema: { type: "string", contentMediaType: "image/png" } },
+    };
+  }
 
   function responsesOf(output: JsonSchema, keyed: boolean, hasBody: boolean): Record<string, unknown> {
     const responses: Record<string, unknown> = {
