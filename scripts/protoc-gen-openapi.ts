@@ -173,6 +173,7 @@ export function buildOpenApi(services: readonly DescService[], http: DescExtensi
           ...(description?.includes("\n") ? { description } : {}),
           "x-rpc": `/${service.typeName}/${method.name}`,
           security: keyed ? [{ ApiKey: [] }] : [],
+          ...(r.body === "*" && queryParametersOf(method.input).length > 0 ? { parameters: queryParametersOf(method.input) } : {}),
           ...(hasBody
             ? {
                 requestBody: {
@@ -218,6 +219,26 @@ export function buildOpenApi(services: readonly DescService[], http: DescExtensi
     },
     required: ["error"],
   };
+
+  /**
+   * queryParametersOf: the request's option fields (string, bool, 32-bit integers) that the query
+   * string may set for every body form (src/rest/rest-query.ts).
+   */
+  function queryParametersOf(input: DescMessage): Record<string, unknown>[] {
+    const options = input.fields.filter(
+      (f) => f.fieldKind === "scalar" && (f.scalar === ScalarType.STRING || f.scalar === ScalarType.BOOL || INT32.has(f.scalar)),
+    );
+    return options.map((f) => {
+      const description = describe(f);
+      return {
+        name: f.name,
+        in: "query",
+        required: false,
+        schema: fieldSchema(f, false),
+        ...(description ? { description: `${description}\n\nAlso a field of the JSON body; the query wins.` } : {}),
+      };
+    });
+  }
 
   /**
    * uploadContentOf: the binary bodies src/rest/rest-upload.ts takes for a request with a bytes

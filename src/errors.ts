@@ -39,6 +39,7 @@ export const ERRORS = Object.freeze({
     415,
   ),
   invalid_json: spec(Code.InvalidArgument, "The request body must be a JSON object."),
+  invalid_option: spec(Code.InvalidArgument, "An answer option has a value outside its documented set."),
   invalid_multipart: spec(Code.InvalidArgument, "The request body is not a valid multipart/form-data form."),
   missing_image: spec(Code.InvalidArgument, "The image field is missing or empty."),
   invalid_base64: spec(Code.InvalidArgument, "The image field is not valid base64."),

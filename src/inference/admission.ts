@@ -5,7 +5,7 @@
  * memory or timing everyone out (test/unit/inference/analyzer.spec.ts).
  */
 import { OverloadedError } from "../api/engine-errors.js";
-import type { AnalysisResult, AnalyzeOptions } from "./analyzer-types.js";
+import type { AnalysisResult, AnalyzeOptions, ImageOutput } from "./analyzer-types.js";
 import type { StageTimings } from "./pipeline.js";
 import type { WorkerPool } from "./worker-pool.js";
 
@@ -15,6 +15,7 @@ const CLOSE_WAIT_MS = 10_000;
 /** Pending is an admitted analysis not yet handed to a worker. */
 interface Pending {
   bytes: Uint8Array;
+  images?: ImageOutput;
   resolve: (r: AnalysisResult) => void;
   reject: (e: unknown) => void;
   signal?: AbortSignal;
@@ -74,7 +75,7 @@ export class AdmissionQueue {
     }
     return new Promise<AnalysisResult>((resolve, reject) => {
       const admitted = options.admitted;
-      const p: Pending = { bytes: image, resolve, reject, signal, settled: false, held: admitted !== undefined };
+      const p: Pending = { bytes: image, images: options.images, resolve, reject, signal, settled: false, held: admitted !== undefined };
       if (signal) {
         p.onAbort = () => this.drop(p, abortReason(signal));
         signal.addEventListener("abort", p.onAbort, { once: true });
@@ -131,7 +132,7 @@ export class AdmissionQueue {
     this.runningCount++;
     const started = performance.now();
     this.pool
-      .run(p.bytes, { signal: p.signal })
+      .run(p.bytes, { signal: p.signal, images: p.images })
       .then(
         ({ result, timings }) => {
           this.meanMs = 0.8 * this.meanMs + 0.2 * (performance.now() - started);

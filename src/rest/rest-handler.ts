@@ -18,6 +18,7 @@ import { invokeUnaryImplementation } from "../api/private-apis.js";
 import { REQUEST_ID_HEADER } from "../api/request-id.js";
 import { palmError } from "../errors.js";
 import { readRequestBody } from "./rest-body.js";
+import { applyQuery } from "./rest-query.js";
 import { createRestCodec } from "./rest-codec.js";
 import type { RestRoute } from "./rest-routes.js";
 import { bodyLimitOf, createMultipartImageReader, restBodyKindOf, uploadMessage } from "./rest-upload.js";
@@ -62,6 +63,7 @@ export function createRestHandler(options: RestHandlerOptions): RestHandler {
     const contentType = req.headers["content-type"];
     const kind = restBodyKindOf(contentType);
     if (kind === undefined || (kind !== "json" && route.body !== "*")) throw palmError("unsupported_media_type");
+    applyQuery(route.method.input, create(route.method.input), req.url); // a bad option is refused before the body is read
     // A multipart form is parsed as it streams in (rest-upload.ts); its boundary is checked before reading.
     const form = kind === "multipart" ? createMultipartImageReader(String(contentType)) : undefined;
     // "Expect: 100-continue" is answered only now, after the key and quota checks passed: a
@@ -74,8 +76,11 @@ export function createRestHandler(options: RestHandlerOptions): RestHandler {
       signal,
       onChunk: form && ((chunk) => form.push(chunk)),
     });
-    if (kind === "json") return codec.decode(route.method.input, route.body, bytes);
-    return uploadMessage(route.method.input, form ? form.end() : bytes);
+    const message =
+      kind === "json"
+        ? await codec.decode(route.method.input, route.body, bytes)
+        : uploadMessage(route.method.input, form ? form.end() : bytes);
+    return applyQuery(route.method.input, message, req.url);
   }
 
   async function serve(req: NodeRequest, res: NodeResponse, route: RestRoute, exchange: Exchange): Promise<Answer> {

@@ -11,10 +11,11 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file palm/v1/palm.proto.
  */
 export const file_palm_v1_palm: GenFile = /*@__PURE__*/
-  fileDesc("ChJwYWxtL3YxL3BhbG0ucHJvdG8SB3BhbG0udjEiHwoOQW5hbHl6ZVJlcXVlc3QSDQoFaW1hZ2UYASABKAwilwEKD0FuYWx5emVSZXNwb25zZRIKCgJpZBgBIAEoCRIOCgZvYmplY3QYAiABKAkSDwoHY3JlYXRlZBgDIAEoAxINCgVtb2RlbBgEIAEoCRIpCgdyZXN1bHRzGAUgASgLMhgucGFsbS52MS5BbmFseXNpc1Jlc3VsdHMSHQoFdXNhZ2UYBiABKAsyDi5wYWxtLnYxLlVzYWdlIpgBCg9BbmFseXNpc1Jlc3VsdHMSDwoHb3ZlcmxheRgBIAEoDBIhCgVtYXNrcxgCIAEoCzISLnBhbG0udjEuTGluZU1hc2tzEiQKBXN0YXRzGAMgASgLMhUucGFsbS52MS5MaW5lU3RhdHNTZXQSGwoEaGFuZBgEIAEoCzINLnBhbG0udjEuSGFuZBIOCgZyZWFzb24YBSABKAkiUQoESGFuZBISCgpoYW5kZWRuZXNzGAEgASgJEiEKCWxhbmRtYXJrcxgCIAMoCzIOLnBhbG0udjEuUG9pbnQSEgoKcGFsbV93aWR0aBgDIAEoASIdCgVQb2ludBIJCgF4GAEgASgBEgkKAXkYAiABKAEiNgoJTGluZU1hc2tzEg0KBWhlYXJ0GAEgASgMEgwKBGhlYWQYAiABKAwSDAoEbGlmZRgDIAEoDCJ1CgxMaW5lU3RhdHNTZXQSIQoFaGVhcnQYASABKAsyEi5wYWxtLnYxLkxpbmVTdGF0cxIgCgRoZWFkGAIgASgLMhIucGFsbS52MS5MaW5lU3RhdHMSIAoEbGlmZRgDIAEoCzISLnBhbG0udjEuTGluZVN0YXRzIpUBCglMaW5lU3RhdHMSDgoGcGl4ZWxzGAEgASgDEhIKCmNvbmZpZGVuY2UYAiABKAESEAoIY292ZXJhZ2UYAyABKAESEAoIZGV0ZWN0ZWQYBCABKAgSIAoIcG9seWxpbmUYBSADKAsyDi5wYWxtLnYxLlBvaW50Eg4KBmxlbmd0aBgGIAEoARIOCgZyZWFzb24YByABKAkiVwoFVXNhZ2USFQoNcmVxdWVzdHNfdXNlZBgBIAEoAxIWCg5yZXF1ZXN0c19saW1pdBgCIAEoAxIMCgRwbGFuGAMgASgJEhEKCXJlc2V0c19hdBgEIAEoAyIPCg1IZWFsdGhSZXF1ZXN0IiAKDkhlYWx0aFJlc3BvbnNlEg4KBnN0YXR1cxgBIAEoCTK8AQoLUGFsbVNlcnZpY2USWQoHQW5hbHl6ZRIXLnBhbG0udjEuQW5hbHl6ZVJlcXVlc3QaGC5wYWxtLnYxLkFuYWx5emVSZXNwb25zZSIbgtPkkwIVOgEqIhAvdjEvcGFsbS9hbmFseXplElIKBkhlYWx0aBIWLnBhbG0udjEuSGVhbHRoUmVxdWVzdBoXLnBhbG0udjEuSGVhbHRoUmVzcG9uc2UiF4LT5JMCERIPL3YxL3BhbG0vaGVhbHRoYgZwcm90bzM", [file_google_api_annotations]);
+  fileDesc("ChJwYWxtL3YxL3BhbG0ucHJvdG8SB3BhbG0udjEiSQoOQW5hbHl6ZVJlcXVlc3QSDQoFaW1hZ2UYASABKAwSDgoGaW1hZ2VzGAIgASgJEhgKEG1heF9vdmVybGF5X3NpZGUYAyABKA0ilwEKD0FuYWx5emVSZXNwb25zZRIKCgJpZBgBIAEoCRIOCgZvYmplY3QYAiABKAkSDwoHY3JlYXRlZBgDIAEoAxINCgVtb2RlbBgEIAEoCRIpCgdyZXN1bHRzGAUgASgLMhgucGFsbS52MS5BbmFseXNpc1Jlc3VsdHMSHQoFdXNhZ2UYBiABKAsyDi5wYWxtLnYxLlVzYWdlIpgBCg9BbmFseXNpc1Jlc3VsdHMSDwoHb3ZlcmxheRgBIAEoDBIhCgVtYXNrcxgCIAEoCzISLnBhbG0udjEuTGluZU1hc2tzEiQKBXN0YXRzGAMgASgLMhUucGFsbS52MS5MaW5lU3RhdHNTZXQSGwoEaGFuZBgEIAEoCzINLnBhbG0udjEuSGFuZBIOCgZyZWFzb24YBSABKAkiUQoESGFuZBISCgpoYW5kZWRuZXNzGAEgASgJEiEKCWxhbmRtYXJrcxgCIAMoCzIOLnBhbG0udjEuUG9pbnQSEgoKcGFsbV93aWR0aBgDIAEoASIdCgVQb2ludBIJCgF4GAEgASgBEgkKAXkYAiABKAEiNgoJTGluZU1hc2tzEg0KBWhlYXJ0GAEgASgMEgwKBGhlYWQYAiABKAwSDAoEbGlmZRgDIAEoDCJ1CgxMaW5lU3RhdHNTZXQSIQoFaGVhcnQYASABKAsyEi5wYWxtLnYxLkxpbmVTdGF0cxIgCgRoZWFkGAIgASgLMhIucGFsbS52MS5MaW5lU3RhdHMSIAoEbGlmZRgDIAEoCzISLnBhbG0udjEuTGluZVN0YXRzIpUBCglMaW5lU3RhdHMSDgoGcGl4ZWxzGAEgASgDEhIKCmNvbmZpZGVuY2UYAiABKAESEAoIY292ZXJhZ2UYAyABKAESEAoIZGV0ZWN0ZWQYBCABKAgSIAoIcG9seWxpbmUYBSADKAsyDi5wYWxtLnYxLlBvaW50Eg4KBmxlbmd0aBgGIAEoARIOCgZyZWFzb24YByABKAkiVwoFVXNhZ2USFQoNcmVxdWVzdHNfdXNlZBgBIAEoAxIWCg5yZXF1ZXN0c19saW1pdBgCIAEoAxIMCgRwbGFuGAMgASgJEhEKCXJlc2V0c19hdBgEIAEoAyIPCg1IZWFsdGhSZXF1ZXN0IiAKDkhlYWx0aFJlc3BvbnNlEg4KBnN0YXR1cxgBIAEoCTK8AQoLUGFsbVNlcnZpY2USWQoHQW5hbHl6ZRIXLnBhbG0udjEuQW5hbHl6ZVJlcXVlc3QaGC5wYWxtLnYxLkFuYWx5emVSZXNwb25zZSIbgtPkkwIVOgEqIhAvdjEvcGFsbS9hbmFseXplElIKBkhlYWx0aBIWLnBhbG0udjEuSGVhbHRoUmVxdWVzdBoXLnBhbG0udjEuSGVhbHRoUmVzcG9uc2UiF4LT5JMCERIPL3YxL3BhbG0vaGVhbHRoYgZwcm90bzM", [file_google_api_annotations]);
 
 /**
- * AnalyzeRequest carries one image file (JPEG or PNG bytes, at most 5 MiB).
+ * AnalyzeRequest carries one image file (JPEG or PNG bytes, at most 5 MiB) and says which
+ * images the answer carries.
  *
  * @generated from message palm.v1.AnalyzeRequest
  */
@@ -23,6 +24,23 @@ export type AnalyzeRequest = Message<"palm.v1.AnalyzeRequest"> & {
    * @generated from field: bytes image = 1;
    */
   image: Uint8Array;
+
+  /**
+   * Which images the answer carries: "all" (the default, also "") the overlay and the masks,
+   * "overlay" only the overlay, "masks" only the masks, "none" neither (statistics, polylines
+   * and the hand only). Images not asked for are not made; their fields are empty.
+   *
+   * @generated from field: string images = 2;
+   */
+  images: string;
+
+  /**
+   * Longest side of the overlay in pixels: a larger overlay is scaled down, keeping its aspect
+   * ratio; 0 (the default) is the photo's size. Masks and coordinates stay at the photo's size.
+   *
+   * @generated from field: uint32 max_overlay_side = 3;
+   */
+  maxOverlaySide: number;
 };
 
 /**
