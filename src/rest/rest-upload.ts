@@ -70,7 +70,7 @@ export function createMultipartImageReader(contentType: string, maxImageBytes = 
   const takePart = (data: Buffer) => {
     if (!inImage || data.byteLength === 0) return;
     imageBytes += data.byteLength;
-    if (imageBytes > maxImageBytes) throw palmError("image_too_large");
+    if (imageBytes > maxImageBytes) throw badRequest("image_too_large", UPLOAD_FIELD);
     imageChunks.push(data);
   };
 
