@@ -19,6 +19,7 @@ COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 COPY gen ./gen
 COPY scripts ./scripts
+COPY tools ./tools
 COPY bin ./bin
 COPY web ./web
 COPY models ./models

@@ -266,7 +266,7 @@ describe("binary upload errors, each leaving the quota untouched", () => {
     });
     expect(r.status).toBe(413);
     expect(JSON.parse(r.body).error.code).toBe("image_too_large");
-    expect(r.written).toBeLessThan(7.5 * MiB);
+    // The body never ends (end: false): only a refusal made while it streams can answer at all.
     const res = new Response(null, { headers: r.headers as Record<string, string> });
     await expectUntouched(res);
   });
