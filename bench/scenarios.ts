@@ -11,6 +11,7 @@ import { engineAb } from "./engine-ab.js";
 import { measureFloor } from "./floor.js";
 import { probeHealth, saturatedHealth } from "./health-probe.js";
 import { keylessCost, keylessFlood } from "./keyless.js";
+import { leanRounds } from "./lean-answer.js";
 import { median, quantile } from "./stats.js";
 import { uploadWindows } from "./upload-window.js";
 import type { Workload } from "./workloads.js";
@@ -571,6 +572,39 @@ const UPLOAD_WINDOW: Scenario = {
 };
 
 /** SCENARIOS: the table. The default ones first, in the order `npm run bench` runs them. */
+// --- lean answers ------------------------------------------------------------------------------
+
+const LEAN_ANSWER: Scenario = {
+  name: "lean-answer-rest",
+  workload: "12MP JPEG",
+  protocol: "REST (image/jpeg body)",
+  concurrency: "1",
+  server: SERVERS.bench.name,
+  target: { op: "≤", value: 0.7, unit: "x", from: "issue 31" },
+  inDefault: true,
+  how:
+    "The photo uploaded as the raw file (`Content-Type: image/jpeg`, no base64), one request at a time, asking for the full " +
+    "answer and for one without images (`?images=none`: no overlay drawn or encoded, no mask encoded, no base64 of them). " +
+    "Each of 10 paired rounds (3 with --quick) sends both, alternating which goes first, after one untimed pair. " +
+    "Time: from sending the request to the answer's last byte (fetch). Measured: the median time without images over the " +
+    "median full time. The detail gives both medians and both answers' sizes.",
+  async run(ctx) {
+    const w = ctx.workload("12MP JPEG");
+    const server = await ctx.server(SERVERS.bench);
+    const rounds = await leanRounds(server, ctx.key, w, q(ctx, 10, 3));
+    const full = median(rounds.map((r) => r.full.ms));
+    const lean = median(rounds.map((r) => r.lean.ms));
+    const kb = (b: number) => (b / 1024).toFixed(b < 10 * 1024 ? 1 : 0);
+    return {
+      value: lean / full,
+      text: `${f(lean / full)}x`,
+      detail:
+        `images=none p50 ${ms(lean)} ms, ${kb(median(rounds.map((r) => r.lean.bytes)))} KB; full p50 ${ms(full)} ms, ` +
+        `${kb(median(rounds.map((r) => r.full.bytes)))} KB (medians of ${rounds.length} rounds); per round ${rounds.map((r) => f(r.lean.ms / r.full.ms)).join(", ")}`,
+    };
+  },
+};
+
 export const SCENARIOS: readonly Scenario[] = [
   e2eFloor("REST"),
   e2eFloor("gRPC"),
@@ -583,6 +617,7 @@ export const SCENARIOS: readonly Scenario[] = [
   keylessScenario("gRPC"),
   keylessScenario("Connect"),
   KEYLESS_FLOOD,
+  LEAN_ANSWER,
   ENGINE_SCALING,
   FLOOR,
   cellsScenario("12MP JPEG", "REST"),

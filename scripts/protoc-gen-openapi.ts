@@ -29,6 +29,7 @@ import {
 import { createEcmaScriptPlugin, getComments, runNodeJs, type Schema } from "@bufbuild/protoplugin";
 import { Code } from "@connectrpc/connect";
 import { ERRORS, type Reason } from "../src/errors.js";
+import { UPLOAD_FIELD } from "../src/rest/rest-upload.js";
 
 /** OpenApiOptions are the plugin's options. */
 export interface OpenApiOptions {
@@ -181,6 +182,7 @@ export function buildOpenApi(services: readonly DescService[], http: DescExtensi
           ...(description?.includes("\n") ? { description } : {}),
           "x-rpc": `/${service.typeName}/${method.name}`,
           security: keyed ? [{ ApiKey: [] }] : [],
+          ...(r.body === "*" && queryParametersOf(method.input).length > 0 ? { parameters: queryParametersOf(method.input) } : {}),
           ...(hasBody
             ? {
                 requestBody: {
@@ -190,6 +192,7 @@ export function buildOpenApi(services: readonly DescService[], http: DescExtensi
                       schema:
                         r.body === "*" ? ref(method.input, false) : fieldSchema(method.input.fields.find((f) => f.name === r.body)!, false),
                     },
+                    ...(r.body === "*" ? uploadContentOf(method.input) : {}),
                   },
                 },
               }
@@ -225,6 +228,50 @@ export function buildOpenApi(services: readonly DescService[], http: DescExtensi
     },
     required: ["error"],
   };
+
+  /**
+   * queryParametersOf: the request's option fields (string, bool, 32-bit integers) that the query
+   * string may set for every body form (src/rest/rest-query.ts).
+   */
+  function queryParametersOf(input: DescMessage): Record<string, unknown>[] {
+    const options = input.fields.filter(
+      (f) => f.fieldKind === "scalar" && (f.scalar === ScalarType.STRING || f.scalar === ScalarType.BOOL || INT32.has(f.scalar)),
+    );
+    return options.map((f) => {
+      const description = describe(f);
+      return {
+        name: f.name,
+        in: "query",
+        required: false,
+        schema: fieldSchema(f, false),
+        ...(description ? { description: `${description}\n\nAlso a field of the JSON body; the query wins.` } : {}),
+      };
+    });
+  }
+
+  /**
+   * uploadContentOf: the binary bodies src/rest/rest-upload.ts takes for a request with a bytes
+   * field `image`: a multipart form with that file part, or the file itself.
+   */
+  function uploadContentOf(input: DescMessage): Record<string, unknown> {
+    const field = input.fields.find((f) => f.name === UPLOAD_FIELD);
+    if (field?.fieldKind !== "scalar" || field.scalar !== ScalarType.BYTES) return {};
+    const description = describe(field);
+    return {
+      "multipart/form-data": {
+        schema: {
+          type: "object",
+          properties: {
+            [UPLOAD_FIELD]: { type: "string", contentMediaType: "application/octet-stream", ...(description ? { description } : {}) },
+          },
+          required: [UPLOAD_FIELD],
+        },
+        encoding: { [UPLOAD_FIELD]: { contentType: "image/jpeg, image/png" } },
+      },
+      "image/jpeg": { schema: { type: "string", contentMediaType: "image/jpeg" } },
+      "image/png": { schema: { type: "string", contentMediaType: "image/png" } },
+    };
+  }
 
   function responsesOf(output: JsonSchema, keyed: boolean, hasBody: boolean): Record<string, unknown> {
     const responses: Record<string, unknown> = {

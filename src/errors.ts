@@ -33,8 +33,14 @@ function spec(code: Code, message: string, httpStatus = codeToHttpStatus(code)):
 export const ERRORS = Object.freeze({
   missing_api_key: spec(Code.Unauthenticated, "The X-API-Key header is missing."),
   invalid_api_key: spec(Code.Unauthenticated, "The API key is not valid."),
-  unsupported_media_type: spec(Code.InvalidArgument, "Content-Type must be application/json.", 415),
+  unsupported_media_type: spec(
+    Code.InvalidArgument,
+    "Content-Type must be application/json, multipart/form-data, image/jpeg or image/png.",
+    415,
+  ),
   invalid_json: spec(Code.InvalidArgument, "The request body must be a JSON object."),
+  invalid_option: spec(Code.InvalidArgument, "An answer option has a value outside its documented set."),
+  invalid_multipart: spec(Code.InvalidArgument, "The request body is not a valid multipart/form-data form."),
   missing_image: spec(Code.InvalidArgument, "The image field is missing or empty."),
   invalid_base64: spec(Code.InvalidArgument, "The image field is not valid base64."),
   image_too_large: spec(Code.ResourceExhausted, "The image is larger than 5 MiB or the request body larger than 8 MiB.", 413),

@@ -80,12 +80,14 @@ async function analyze() {
   document.body.dataset.state = "busy";
   setStatus("Sending the photo…");
   try {
-    const image = await readAsDataUrl(file); // the API accepts a data: URL as base64
+    // Uploaded as a file (multipart/form-data): no base64 on either side.
+    const form = new FormData();
+    form.append("image", file, file.name);
     const started = performance.now();
     const res = await fetch("/v1/palm/analyze", {
       method: "POST",
-      headers: { "content-type": "application/json", "x-api-key": keyInput.value.trim() },
-      body: JSON.stringify({ image }),
+      headers: { "x-api-key": keyInput.value.trim() },
+      body: form,
     });
     const body = await res.json();
     showQuota(res.headers, body.usage);
@@ -235,13 +237,4 @@ function showError(text) {
 
 function setStatus(text) {
   $("status").textContent = text;
-}
-
-function readAsDataUrl(f) {
-  return new Promise((resolve, reject) => {
-    const reader = new FileReader();
-    reader.onload = () => resolve(reader.result);
-    reader.onerror = () => reject(reader.error);
-    reader.readAsDataURL(f);
-  });
 }

@@ -96,6 +96,8 @@ export interface OverlayOptions {
   radius?: number;
   /** JPEG quality 1-100. Default 85. */
   quality?: number;
+  /** Longest side of the JPEG in pixels: drawn at full size, then scaled down (never up). 0 or absent: full size. */
+  maxSide?: number;
 }
 
 /**
@@ -132,7 +134,7 @@ export function blendMask(image: RawImage, mask: BoxMask, colour: RGB, alpha: nu
 
 /**
  * encodeOverlayJpeg draws each mask, dilated by the stroke radius, semi-transparently over
- * the photo and encodes it as a JPEG of the same size. The image's pixels are modified in
+ * the photo and encodes it as a JPEG of the same size (or scaled down to `maxSide`). The image's pixels are modified in
  * place (the caller no longer needs them). Huffman optimisation is off: at 12 MP it costs
  * 4x the encode time for 5% of the size.
  */
@@ -146,7 +148,10 @@ export async function encodeOverlayJpeg(
     if (mask.x1 <= mask.x0 || mask.y1 <= mask.y0) continue;
     blendMask(image, dilateMask(mask, radius), colour, options.alpha ?? 0.6);
   }
-  return sharp(image.data, { raw: { width: image.width, height: image.height, channels: image.channels as 3 } })
+  const maxSide = options.maxSide ?? 0;
+  const scaled = maxSide > 0 && Math.max(image.width, image.height) > maxSide;
+  const drawn = sharp(image.data, { raw: { width: image.width, height: image.height, channels: image.channels as 3 } });
+  return (scaled ? drawn.resize({ width: maxSide, height: maxSide, fit: "inside" }) : drawn)
     .jpeg({ quality: options.quality ?? 85, optimiseCoding: false, chromaSubsampling: "4:2:0" })
     .toBuffer();
 }

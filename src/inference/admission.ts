@@ -15,7 +15,7 @@
  * nobody will wait for is not started again (test/integration/abuse.spec.ts, finding 1).
  */
 import { DeadlineTooShortError, OverloadedError } from "../api/engine-errors.js";
-import type { AnalysisResult, AnalyzeOptions } from "./analyzer-types.js";
+import type { AnalysisResult, AnalyzeOptions, ImageOutput } from "./analyzer-types.js";
 import type { StageTimings } from "./pipeline.js";
 import type { WorkerPool } from "./worker-pool.js";
 
@@ -32,6 +32,7 @@ interface Pending {
   client: string;
   /** Header pixel count, when known. */
   pixels?: number;
+  images?: ImageOutput;
   resolve: (r: AnalysisResult) => void;
   reject: (e: unknown) => void;
   signal?: AbortSignal;
@@ -107,6 +108,7 @@ export class AdmissionQueue {
         bytes: image,
         client,
         pixels: options.pixels,
+        images: options.images,
         resolve,
         reject,
         signal,
@@ -221,7 +223,7 @@ export class AdmissionQueue {
     this.runningCount++;
     const started = performance.now();
     this.pool
-      .run(p.bytes, { signal: p.signal })
+      .run(p.bytes, { signal: p.signal, images: p.images })
       .then(
         ({ result, timings }) => {
           const ms = performance.now() - started;

@@ -112,9 +112,9 @@ export interface AnalysisResult {
   /** Width and height of the EXIF-oriented input, in pixels. */
   width: number;
   height: number;
-  /** JPEG overlay, width x height. */
+  /** JPEG overlay, width x height (or scaled down to `maxOverlaySide`); empty when not asked for. */
   overlay: Uint8Array;
-  /** Single-channel PNG per line, width x height, 255 on the line and 0 elsewhere. */
+  /** Single-channel PNG per line, width x height, 255 on the line and 0 elsewhere; empty when not asked for. */
   masks: Record<LineName, Uint8Array>;
   stats: Record<LineName, LineStats>;
   /** The hand found; absent when none was (or the line model saw no palm where it was). */
@@ -125,8 +125,26 @@ export interface AnalysisResult {
   headLifeStart?: HeadLifeStart;
 }
 
+/**
+ * ImageOutput says which images an analysis makes (lean answers, SPEC.md section 9): what is not
+ * asked for is not computed, and its {@link AnalysisResult} field is empty (0 bytes).
+ */
+export interface ImageOutput {
+  /** Make the overlay JPEG. */
+  overlay: boolean;
+  /** Make the three mask PNGs. */
+  masks: boolean;
+  /** Longest side of the overlay in pixels (scaled down, aspect ratio kept); 0: the photo's size. */
+  maxOverlaySide: number;
+}
+
+/** ALL_IMAGES is the default {@link ImageOutput}: every image, at full size. */
+export const ALL_IMAGES: ImageOutput = Object.freeze({ overlay: true, masks: true, maxOverlaySide: 0 });
+
 /** AnalyzeOptions are per-call options of {@link Analyzer.analyze}. */
 export interface AnalyzeOptions {
+  /** Which images to make. Default {@link ALL_IMAGES}. */
+  images?: ImageOutput;
   /** Aborts queued or running work (request deadline, client gone). */
   signal?: AbortSignal;
   /**

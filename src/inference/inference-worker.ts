@@ -6,6 +6,7 @@
  */
 import sharp from "sharp";
 import { isImageError } from "../api/engine-errors.js";
+import type { ImageOutput } from "./analyzer-types.js";
 import { analyzeImage, createPipelineEngine, type PipelineEngineHandle } from "./pipeline.js";
 import type { WorkerData, WorkerReply, WorkerRequest } from "./worker-protocol.js";
 
@@ -33,9 +34,9 @@ async function start(init: WorkerData): Promise<void> {
   }
 }
 
-async function job(id: number, bytes: Uint8Array): Promise<void> {
+async function job(id: number, bytes: Uint8Array, images: ImageOutput | undefined): Promise<void> {
   try {
-    const { result, timings } = await analyzeImage(bytes, engine!, data!.pipeline);
+    const { result, timings } = await analyzeImage(bytes, engine!, { ...data!.pipeline, images });
     send({ type: "result", id, result, timings });
   } catch (e) {
     const err = e as Error;
@@ -54,6 +55,6 @@ async function job(id: number, bytes: Uint8Array): Promise<void> {
 
 process.on("message", (msg: WorkerRequest) => {
   if (msg.type === "init") void start(msg.data);
-  else if (msg.type === "job" && engine) void job(msg.id, msg.bytes);
+  else if (msg.type === "job" && engine) void job(msg.id, msg.bytes, msg.images);
 });
 process.on("disconnect", () => process.exit(0));

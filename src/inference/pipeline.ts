@@ -12,10 +12,12 @@ import type { Point } from "../landmarks/geometry.js";
 import { createHandLandmarker, facing, type HandDetection } from "../landmarks/hand-landmarker.js";
 import { frameToImage, palmFrame, palmWidth } from "../landmarks/palm-frame.js";
 import {
+  ALL_IMAGES,
   LINE_NAMES,
   type AnalysisResult,
   type HandInfo,
   type HeadLifeStart,
+  type ImageOutput,
   type LineName,
   type LineReason,
   type LineStats,
@@ -65,6 +67,8 @@ export const HAND_SEARCH_SIDE = 640;
 /** PipelineOptions tune {@link analyzeImage}. */
 export interface PipelineOptions {
   overlay?: OverlayOptions;
+  /** Which images to make (the rest is skipped, not computed). Default {@link ALL_IMAGES}. */
+  images?: ImageOutput;
   /** zlib level of the mask PNGs. Default 6. */
   maskPngLevel?: number;
 }
@@ -233,19 +237,23 @@ export async function analyzeImage(
 
   const stats = {} as Record<LineName, LineStats>;
   const pngs = {} as Record<LineName, Uint8Array>;
+  const images = options.images ?? ALL_IMAGES;
   for (const line of LINE_NAMES) {
     const unit = hand?.palmWidth ?? 0;
     const lineWhy: LineReason = reason !== "" ? reason : (why[line] ?? "not_visible");
     stats[line] = lineStats(masks[line], detected[line], paths[line], unit > 0 ? polylineLength(paths[line]) / unit : 0, lineWhy);
     if (stats[line].detected && traits[line]) stats[line].traits = traits[line];
-    pngs[line] = encodeMaskPng(masks[line], { level: options.maskPngLevel });
+    pngs[line] = images.masks ? encodeMaskPng(masks[line], { level: options.maskPngLevel }) : new Uint8Array(0);
   }
   lap("maskEncode");
-  const overlay = await encodeOverlayJpeg(
-    image,
-    LINE_NAMES.map((line) => ({ mask: masks[line], colour: LINE_COLOURS[line] })),
-    options.overlay,
-  );
+  // Images not asked for are not made (pipeline.spec.ts, "makes only the images asked for").
+  const overlay = images.overlay
+    ? await encodeOverlayJpeg(
+        image,
+        LINE_NAMES.map((line) => ({ mask: masks[line], colour: LINE_COLOURS[line] })),
+        { ...options.overlay, maxSide: images.maxOverlaySide },
+      )
+    : new Uint8Array(0);
   lap("overlayEncode");
   t.total = performance.now() - start;
   return { result: { model: meta.model, width, height, overlay, masks: pngs, stats, hand, reason, headLifeStart }, timings: t };

@@ -10,7 +10,7 @@ import type { ChildProcess } from "node:child_process";
 import { ImageError } from "../api/engine-errors.js";
 import { siblingModuleUrl } from "../api/worker-thread.js";
 import { spawnWorkerProcess } from "../api/worker-process.js";
-import type { AnalysisResult } from "./analyzer-types.js";
+import type { AnalysisResult, ImageOutput } from "./analyzer-types.js";
 import type { StageTimings } from "./pipeline.js";
 import type { WorkerData, WorkerReply, WorkerRequest } from "./worker-protocol.js";
 
@@ -70,7 +70,7 @@ export interface WorkerPool {
    * native calls of the pipeline, and work nobody waits for must not keep a worker busy
    * (test/unit/inference/analyzer.spec.ts, "stops the work of an aborted running analysis").
    */
-  run(bytes: Uint8Array, options?: { signal?: AbortSignal }): Promise<JobOutcome>;
+  run(bytes: Uint8Array, options?: { signal?: AbortSignal; images?: ImageOutput }): Promise<JobOutcome>;
   /** onIdle registers a callback for when a worker becomes idle. */
   onIdle(callback: () => void): void;
   /** close stops every worker; running jobs reject. */
@@ -165,7 +165,7 @@ class WorkerSlot {
    * run sends a job to this (idle) worker. When `signal` aborts, the job rejects with its reason
    * at once and the worker is killed; its exit brings a replacement (see {@link WorkerPool.run}).
    */
-  run(id: number, bytes: Uint8Array, signal: AbortSignal | undefined): Promise<JobOutcome> {
+  run(id: number, bytes: Uint8Array, signal: AbortSignal | undefined, images: ImageOutput | undefined): Promise<JobOutcome> {
     this.busy = true;
     return new Promise<JobOutcome>((resolve, reject) => {
       const onAbort = () => {
@@ -184,7 +184,7 @@ class WorkerSlot {
       this.job = { id, resolve: settle(resolve), reject: settle(reject) };
       signal?.addEventListener("abort", onAbort, { once: true });
       // Serialised into the channel: the caller keeps its buffer.
-      const job: WorkerRequest = { type: "job", id, bytes };
+      const job: WorkerRequest = { type: "job", id, bytes, images };
       this.worker.send(job, (err) => {
         if (err && this.job?.id === id) {
           this.job = undefined;
@@ -298,13 +298,13 @@ class ProcessWorkerPool implements WorkerPool {
     this.idleCallbacks.push(callback);
   }
 
-  run(bytes: Uint8Array, runOptions: { signal?: AbortSignal } = {}): Promise<JobOutcome> {
+  run(bytes: Uint8Array, runOptions: { signal?: AbortSignal; images?: ImageOutput } = {}): Promise<JobOutcome> {
     const slot = this.slots.find((s) => s.idle);
     if (!slot) return Promise.reject(new Error("no idle inference worker"));
     if (this.closed) return Promise.reject(new Error("The analyzer is closed."));
     const signal = runOptions.signal;
     if (signal?.aborted) return Promise.reject(signal.reason);
-    const outcome = slot.run(this.nextId++, bytes, signal);
+    const outcome = slot.run(this.nextId++, bytes, signal, runOptions.images);
     this.report();
     return outcome;
   }

@@ -2,7 +2,7 @@
  * Messages between the analyzer (server process) and its inference worker processes.
  */
 import type { ImageErrorCode } from "../api/engine-errors.js";
-import type { AnalysisResult } from "./analyzer-types.js";
+import type { AnalysisResult, ImageOutput } from "./analyzer-types.js";
 import type { PipelineOptions, StageTimings } from "./pipeline.js";
 
 /** WorkerData is the start-up configuration of one inference worker (its first message). */
@@ -14,8 +14,8 @@ export interface WorkerData {
   pipeline: PipelineOptions;
 }
 
-/** WorkerRequest is the worker's start-up data, then a job: the compressed image bytes. */
-export type WorkerRequest = { type: "init"; data: WorkerData } | { type: "job"; id: number; bytes: Uint8Array };
+/** WorkerRequest is the worker's start-up data, then a job: the compressed image bytes and the images to make. */
+export type WorkerRequest = { type: "init"; data: WorkerData } | { type: "job"; id: number; bytes: Uint8Array; images?: ImageOutput };
 
 /** WorkerError is a job failure, serialisable across threads. */
 export interface WorkerError {

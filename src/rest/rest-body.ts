@@ -22,6 +22,11 @@ export interface ReadBodyOptions {
    * checked), instead of waiting for the body deadline (test/integration/quota-leases.spec.ts).
    */
   signal?: AbortSignal;
+  /**
+   * Takes each chunk as it arrives instead of collecting it (the body then resolves empty); a
+   * throw refuses the body at once with that error (rest-upload.ts's multipart reader).
+   */
+  onChunk?: (chunk: Buffer) => void;
 }
 
 /** readRequestBody collects the body; rejects with image_too_large, timeout or canceled. */
@@ -50,12 +55,17 @@ export function readRequestBody(req: IncomingMessage | Http2ServerRequest, optio
     };
     const onData = (chunk: Buffer) => {
       size += chunk.byteLength;
-      if (size > limit) fail(palmError("image_too_large"));
-      else chunks.push(chunk);
+      if (size > limit) return fail(palmError("image_too_large"));
+      if (!options.onChunk) return void chunks.push(chunk);
+      try {
+        options.onChunk(chunk);
+      } catch (e) {
+        fail(e);
+      }
     };
     const onEnd = () => {
       cleanup();
-      resolve(Buffer.concat(chunks, size));
+      resolve(Buffer.concat(chunks));
     };
     const onError = () => fail(palmError("canceled"));
     const timer = setTimeout(

@@ -17,9 +17,11 @@ import { MAX_BODY_BYTES } from "../api/limits.js";
 import { invokeUnaryImplementation } from "../api/private-apis.js";
 import { REQUEST_ID_HEADER } from "../api/request-id.js";
 import { palmError } from "../errors.js";
-import { isJsonContentType, readRequestBody } from "./rest-body.js";
+import { readRequestBody } from "./rest-body.js";
+import { applyQuery } from "./rest-query.js";
 import { createRestCodec } from "./rest-codec.js";
 import type { RestRoute } from "./rest-routes.js";
+import { bodyLimitOf, createMultipartImageReader, restBodyKindOf, uploadMessage } from "./rest-upload.js";
 
 /** RestHandlerOptions configure {@link createRestHandler}. */
 export interface RestHandlerOptions {
@@ -58,17 +60,27 @@ export function createRestHandler(options: RestHandlerOptions): RestHandler {
   for (const s of options.services) for (const m of Object.values(s.methods)) specs.set(m.method, m);
 
   async function readMessage(req: NodeRequest, res: NodeResponse, route: RestRoute, signal: AbortSignal): Promise<unknown> {
-    if (!isJsonContentType(req.headers["content-type"])) throw palmError("unsupported_media_type");
+    const contentType = req.headers["content-type"];
+    const kind = restBodyKindOf(contentType);
+    if (kind === undefined || (kind !== "json" && route.body !== "*")) throw palmError("unsupported_media_type");
+    applyQuery(route.method.input, create(route.method.input), req.url); // a bad option is refused before the body is read
+    // A multipart form is parsed as it streams in (rest-upload.ts); its boundary is checked before reading.
+    const form = kind === "multipart" ? createMultipartImageReader(String(contentType)) : undefined;
     // "Expect: 100-continue" is answered only now, after the key and quota checks passed: a
     // refused client never uploads its body (server.ts defers the automatic 100 for REST paths).
     const expectsContinue = /100-continue/i.test(String(req.headers.expect ?? ""));
     const bytes = await readRequestBody(req, {
-      limitBytes: bodyLimit,
+      limitBytes: bodyLimitOf(kind, bodyLimit),
       timeoutMs: options.bodyTimeoutMs,
       beforeRead: () => expectsContinue && res.writeContinue(),
       signal,
+      onChunk: form && ((chunk) => form.push(chunk)),
     });
-    return codec.decode(route.method.input, route.body, bytes);
+    const message =
+      kind === "json"
+        ? await codec.decode(route.method.input, route.body, bytes)
+        : uploadMessage(route.method.input, form ? form.end() : bytes);
+    return applyQuery(route.method.input, message, req.url);
   }
 
   async function serve(req: NodeRequest, res: NodeResponse, route: RestRoute, exchange: Exchange): Promise<Answer> {

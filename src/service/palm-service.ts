@@ -9,7 +9,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { AnalyzeResponseSchema, type AnalyzeRequest, type AnalyzeResponse, type PalmService } from "../../gen/palm/v1/palm_pb.js";
 import { kPrincipal, kQuota, kRequestId, type UsageSnapshot } from "../api/context-keys.js";
 import { badRequest, palmError, toPalmError } from "../errors.js";
-import type { AnalysisResult, Analyzer, LineEnd, LineTraits } from "../inference/analyzer-types.js";
+import type { AnalysisResult, Analyzer, ImageOutput, LineEnd, LineTraits } from "../inference/analyzer-types.js";
 import { MAX_IMAGE_BYTES } from "../api/limits.js";
 import { newRequestId } from "../api/request-id.js";
 
@@ -30,8 +30,9 @@ export function createPalmService(options: PalmServiceOptions): ServiceImpl<type
       // Quota: the unit is reserved only once the engine admitted the work (an overloaded 503
       // never holds one), and committed before the answer is shaped, so that requests_used is
       // this request's own place (test/integration/quota-leases.spec.ts).
+      const images = imageOutputOf(req);
       const quota = ctx.values.get(kQuota);
-      const result = await analyzeWithDeadline(analyzer, req.image, ctx, options.analyzeTimeoutMs, quota?.reserve);
+      const result = await analyzeWithDeadline(analyzer, req.image, images, ctx, options.analyzeTimeoutMs, quota?.reserve);
       const usage = quota && (await quota.commit());
       return toResponse(result, usage, ctx);
     },
@@ -41,9 +42,28 @@ export function createPalmService(options: PalmServiceOptions): ServiceImpl<type
   };
 }
 
+/** IMAGES_OPTIONS maps AnalyzeRequest.images to the images the engine makes ("" is "all"). */
+const IMAGES_OPTIONS: Readonly<Record<string, Pick<ImageOutput, "overlay" | "masks">>> = Object.freeze({
+  "": { overlay: true, masks: true },
+  all: { overlay: true, masks: true },
+  overlay: { overlay: true, masks: false },
+  masks: { overlay: false, masks: true },
+  none: { overlay: false, masks: false },
+});
+
+/** imageOutputOf reads the lean-answer options of a request; throws invalid_option for an unknown `images`. */
+export function imageOutputOf(req: Pick<AnalyzeRequest, "images" | "maxOverlaySide">): ImageOutput {
+  const parts = Object.hasOwn(IMAGES_OPTIONS, req.images) ? IMAGES_OPTIONS[req.images] : undefined;
+  if (!parts) {
+    throw badRequest("invalid_option", "images", "images must be one of all, overlay, masks or none.");
+  }
+  return { ...parts, maxOverlaySide: req.maxOverlaySide };
+}
+
 async function analyzeWithDeadline(
   analyzer: Analyzer,
   image: Uint8Array,
+  images: ImageOutput,
   ctx: HandlerContext,
   timeoutMs: number,
   admitted: (() => Promise<void>) | undefined,
@@ -62,7 +82,7 @@ async function analyzeWithDeadline(
   });
   try {
     const clientId = ctx.values.get(kPrincipal)?.clientId;
-    return await Promise.race([analyzer.analyze(image, { signal, admitted, clientId, deadline: Date.now() + budgetMs }), aborted]);
+    return await Promise.race([analyzer.analyze(image, { signal, admitted, clientId, deadline: Date.now() + budgetMs, images }), aborted]);
   } catch (e) {
     if (deadline.aborted || isDeadline(ctx.signal.reason)) throw palmError("timeout", { cause: e });
     if (ctx.signal.aborted) throw palmError("canceled", { cause: e });

@@ -189,14 +189,11 @@ describe("POST /v1/palm/analyze errors (SPEC.md section 6), each leaving the quo
     expect(JSON.parse(r.body).error.code).toBe("invalid_api_key");
   });
 
-  it.each([["text/plain"], ["multipart/form-data; boundary=x"], ["application/jsonp"]])(
-    "answers 415 unsupported_media_type for Content-Type %s",
-    async (ct) => {
-      const { res, json } = await postAnalyze(srv.url, { image: b64(jpeg) }, { "x-api-key": key, "content-type": ct });
-      expectErrorBody(res, json, 415, "unsupported_media_type");
-      await expectQuotaUntouched(res);
-    },
-  );
+  it.each([["text/plain"], ["image/gif"], ["application/jsonp"]])("answers 415 unsupported_media_type for Content-Type %s", async (ct) => {
+    const { res, json } = await postAnalyze(srv.url, { image: b64(jpeg) }, { "x-api-key": key, "content-type": ct });
+    expectErrorBody(res, json, 415, "unsupported_media_type");
+    await expectQuotaUntouched(res);
+  });
 
   it.each([
     ["an empty body", ""],

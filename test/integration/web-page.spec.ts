@@ -138,7 +138,11 @@ describe.skipIf(!browserPath.path)(`demo page (GET /)${browserPath.path ? "" : `
   it("shows the overlay, the masks and the per-line stats the REST API gives for examples/sample-palm.jpg", async () => {
     const page = await openPage();
     expect(await page.inputValue("#api-key")).toBe(devKey); // pre-filled from the in-memory store
+    const uploads: string[] = [];
+    page.on("request", (r) => r.url().endsWith("/v1/palm/analyze") && uploads.push(r.headers()["content-type"] ?? ""));
     await expectPageShowsApiAnswer(page, SAMPLE, "web-page.png");
+    // The photo goes up as a file, not as base64 in JSON.
+    expect(uploads).toEqual([expect.stringMatching(/^multipart\/form-data; boundary=/)]);
 
     // Toggling a line's mask hides exactly that layer.
     await page.uncheck('#layers input[data-line="head"]');

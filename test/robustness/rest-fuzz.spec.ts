@@ -34,7 +34,15 @@ afterAll(async () => {
 
 /** The statuses and codes a refusal of SPEC.md section 6 may carry for a recognised key. */
 const ALLOWED: Record<number, readonly string[]> = {
-  400: ["invalid_json", "missing_image", "invalid_base64", "unsupported_image_format", "invalid_image", "image_dimensions_out_of_range"],
+  400: [
+    "invalid_json",
+    "invalid_multipart",
+    "missing_image",
+    "invalid_base64",
+    "unsupported_image_format",
+    "invalid_image",
+    "image_dimensions_out_of_range",
+  ],
   413: ["image_too_large"],
   415: ["unsupported_media_type"],
 };
@@ -78,7 +86,14 @@ function expectSpecOutcome(out: Outcome): void {
 const printable = (max: number) => fc.stringMatching(new RegExp(`^[ -~]{0,${max}}$`));
 const contentTypes = fc.oneof(
   fc.constantFrom("application/json", "application/json; charset=utf-8", "APPLICATION/JSON", "application/json;charset=latin1"),
-  fc.constantFrom("text/plain", "application/octet-stream", "multipart/form-data; boundary=x", "application/x-www-form-urlencoded"),
+  fc.constantFrom(
+    "text/plain",
+    "application/octet-stream",
+    "multipart/form-data; boundary=x",
+    "application/x-www-form-urlencoded",
+    "image/jpeg",
+    "image/png",
+  ),
   printable(40),
   fc.constant(undefined),
 );

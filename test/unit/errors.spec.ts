@@ -10,6 +10,8 @@ const SPEC_TABLE: [string, number, Code][] = [
   ["invalid_api_key", 401, Code.Unauthenticated],
   ["unsupported_media_type", 415, Code.InvalidArgument],
   ["invalid_json", 400, Code.InvalidArgument],
+  ["invalid_multipart", 400, Code.InvalidArgument],
+  ["invalid_option", 400, Code.InvalidArgument],
   ["missing_image", 400, Code.InvalidArgument],
   ["invalid_base64", 400, Code.InvalidArgument],
   ["image_too_large", 413, Code.ResourceExhausted],

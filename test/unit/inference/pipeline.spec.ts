@@ -187,6 +187,28 @@ describe("analyzeImage()", () => {
     },
   );
 
+  it("makes only the images asked for: the same stats, empty images where none was wanted, a scaled-down overlay", async () => {
+    const { truth, w, h } = await upscaledTruth("crop-0", 2);
+    const bytes = await sharp(fixtureImage("crop-0")).resize(w, h, { kernel: "nearest" }).jpeg().toBuffer();
+    const pose = whole(w, h);
+    const run = (images: { overlay: boolean; masks: boolean; maxOverlaySide: number }) =>
+      analyzeImage(bytes, engine(oracle(truth, w, h, pose), fakeHands(pose, w)), { images });
+    const full = await run({ overlay: true, masks: true, maxOverlaySide: 0 });
+    const none = await run({ overlay: false, masks: false, maxOverlaySide: 0 });
+    expect(none.result.stats).toEqual(full.result.stats);
+    expect(none.result.hand).toEqual(full.result.hand);
+    expect(none.result.overlay.byteLength).toBe(0);
+    for (const line of LINE_NAMES) expect(none.result.masks[line].byteLength, line).toBe(0);
+
+    const small = await run({ overlay: true, masks: false, maxOverlaySide: 128 });
+    const meta = await sharp(small.result.overlay).metadata();
+    expect([meta.format, meta.width, meta.height]).toEqual(["jpeg", 128, Math.round((128 * h) / w)]);
+    expect(small.result.masks.heart.byteLength).toBe(0);
+    const masksOnly = await run({ overlay: false, masks: true, maxOverlaySide: 0 });
+    expect(masksOnly.result.masks).toEqual(full.result.masks);
+    expect(masksOnly.result.overlay.byteLength).toBe(0);
+  });
+
   it("reports no hand and runs no line model when no hand is found", async () => {
     const { truth, w, h } = await upscaledTruth("crop-0", 1);
     const model = oracle(truth, w, h, whole(w, h));

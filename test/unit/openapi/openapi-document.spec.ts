@@ -65,6 +65,13 @@ describe("gen/openapi/openapi.json", () => {
     },
   );
 
+  it("offers the photo of POST /v1/palm/analyze as a form's file part or as the raw file, beside JSON", () => {
+    const content = doc.paths["/v1/palm/analyze"].post.requestBody.content;
+    expect(Object.keys(content).sort()).toEqual(["application/json", "image/jpeg", "image/png", "multipart/form-data"]);
+    expect(content["multipart/form-data"].schema.required).toEqual(["image"]);
+    expect(content["image/jpeg"].schema).toEqual({ type: "string", contentMediaType: "image/jpeg" });
+  });
+
   it("lists no path the server does not route", () => {
     const served = new Set(routes.map((r) => `${r.httpMethod.toLowerCase()} ${r.path}`));
     const documented = Object.entries(doc.paths).flatMap(([p, ops]) => Object.keys(ops as object).map((m) => `${m} ${p}`));
