@@ -112,7 +112,9 @@ async function main(): Promise<number> {
         const s = agreement(data, info.width, info.height, box);
         if (s.agrees) agree[line]++;
         else wrong[line]++;
-        row.push(`${line} ${s.agrees ? "AGREES" : "WRONG"} in ${(100 * s.inside).toFixed(0)}% iou ${s.iou.toFixed(2)}`);
+        row.push(
+          `${line} ${s.agrees ? "AGREES" : "WRONG"} in ${(100 * s.inside).toFixed(0)}% iou ${s.iou.toFixed(2)} conf ${stats.confidence.toFixed(3)} len ${stats.length.toFixed(2)}`,
+        );
       }
       if (values.detail) console.log(`${file.padEnd(28)} ${result.reason || "lines"}; ${row.join("; ")}`);
     }

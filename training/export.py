@@ -116,6 +116,7 @@ def verify(net, path, n=2, seed=0):
 
 
 def main():
+    global MODEL_VERSION
     ap = argparse.ArgumentParser()
     ap.add_argument("--ckpt", default=None)
     ap.add_argument("--out", default="models/palm-lines/palm-lines.onnx")
@@ -123,7 +124,9 @@ def main():
     ap.add_argument("--restamp", default=None, metavar="ONNX",
                     help="instead of exporting --ckpt, copy this ONNX file with the --calib metadata (weights unchanged)")
     ap.add_argument("--no-verify", action="store_true")
+    ap.add_argument("--version", default=MODEL_VERSION, help="model_version in the metadata (default %(default)s)")
     a = ap.parse_args()
+    MODEL_VERSION = a.version
     if a.restamp:
         restamp(a.restamp, a.out, load_calib(a.calib))
         print({p.key: p.value for p in onnx.load(a.out).metadata_props})

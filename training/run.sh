@@ -5,7 +5,7 @@
 #   sh training/run.sh export    # export models/palm-lines/palm-lines.onnx (+ onnxruntime-node check)
 #   sh training/run.sh evaluate  # calibrate on val sets, re-export, evaluate on test sets -> metrics.json
 #   sh training/run.sh smoke     # the whole chain on tiny data in under a minute (nothing in models/)
-#   sh training/run.sh release   # palm-lines 2.0, the released model, from an empty training/ folder
+#   sh training/run.sh release   # palm-lines 3.0, the released model: 2.0 from an empty training/ folder, then real palms
 set -e
 cd "$(dirname "$0")/.."
 PY=${PY:-/usr/bin/python3}
@@ -58,11 +58,11 @@ check_versions() {
 # palm-lines 2.0: 1.4.0's weights (the file committed at c0ea2b0) fine-tuned in the canonical palm
 # frame on 10,000 new samples, calibrated on the canonical validation sets, evaluated on the
 # canonical test sets. RELEASE_STEPS is the step count the released run reached (it ran on wall
-# time, --time-budget, on a shared CPU: see models/palm-lines/MODEL_CARD.md).
+# time, --time-budget, on a shared CPU: see models/palm-lines/HISTORY.md).
 RELEASE_STEPS=${RELEASE_STEPS:-6795}
-release() {
+release2() {
   check_versions
-  R=${RUN:-training/runs/v2}
+  R=${RUN2:-training/runs/v2}
   mkdir -p "$R" "$D"
   git show c0ea2b0:models/palm-lines/palm-lines.onnx > "$R/palm-lines-1.4.0.onnx"
   $PY -m training.generate --out "$D/canon30" --n 6000 --seed 30 --kind 3 --fades
@@ -76,9 +76,24 @@ release() {
   PYTHONPATH=. $PY -m training.from_onnx --onnx "$R/palm-lines-1.4.0.onnx" --data "$D/canon30" --out "$R/init.pt"
   $PY -m training.train --data "$D/canon30,$D/canonneg31,$D/canon34" --out "$R" --init "$R/init.pt" --freeze-bn \
     --canonical --lr 4e-4 --steps "$RELEASE_STEPS" --crop-frac 0 --seed 20
-  $PY -m training.evaluate --ckpt "$R/final.pt" --data "$D" --canonical --tune --calib "$CALIB"
-  $PY -m training.export --ckpt "$R/final.pt" --out "$MODEL" --calib "$CALIB"
-  $PY -m training.evaluate --ckpt "$R/final.pt" --data "$D" --canonical --onnx "$MODEL" --out "${METRICS:-models/palm-lines/metrics.json}"
+  $PY -m training.evaluate --ckpt "$R/final.pt" --data "$D" --canonical --tune --calib "$R/calibration.json"
+  $PY -m training.export --ckpt "$R/final.pt" --out "$R/palm-lines-2.0.0.onnx" --calib "$R/calibration.json" --version 2.0.0
+}
+
+# palm-lines 3.0: 2.0.0 fine-tuned on synthetic palms (the first 3,000 of canon30) together with
+# real palms, the box set's training part (../shared/real-palms-boxes, read there) as canonical
+# views with per-line boxes (training/box_views.ts, training/train_real.py); 2.0.0's calibration.
+# V3_STEPS is the step count the released run reached on wall time (see MODEL_CARD.md).
+V3_STEPS=${V3_STEPS:-1138}
+release() {
+  [ -f "${V2_ONNX:-training/runs/v2/palm-lines-2.0.0.onnx}" ] || release2
+  R=${RUN:-training/runs/v3}
+  mkdir -p "$R"
+  node --import tsx training/box_views.ts --out "$D/boxes_train"
+  PYTHONPATH=. $PY -m training.from_onnx --onnx "${V2_ONNX:-training/runs/v2/palm-lines-2.0.0.onnx}" --data "$D/canon30" --out "$R/init.pt"
+  $PY -m training.train_real --synth "$D/canon30" --real "$D/boxes_train" --init "$R/init.pt" --out "$R" --steps "$V3_STEPS"
+  cp "${V2_CALIB:-training/runs/v2/calibration.json}" "$CALIB"
+  $PY -m training.export --ckpt "$R/final.pt" --out "$MODEL" --calib "$CALIB" --version 3.0.0
 }
 
 case "$1" in
