@@ -8,6 +8,8 @@ import type { Point } from "../../../src/landmarks/geometry.js";
 import { palmFrame } from "../../../src/landmarks/palm-frame.js";
 import { decodeMask, fixtureImage, tolerantF1, trueMask } from "./fixtures.js";
 
+/** The stats of a line not reported, with its reason. */
+const noLine = (reason: string) => ({ pixels: 0, confidence: 0, coverage: 0, detected: false, polyline: [], length: 0, reason });
 const META = parseModelMetadata({
   model_name: "oracle",
   model_version: "0.0.0",
@@ -216,16 +218,7 @@ describe("analyzeImage()", () => {
     expect(result.reason).toBe("no_hand");
     expect(result.hand).toBeUndefined();
     expect(model.calls).toBe(0);
-    for (const line of LINE_NAMES)
-      expect(result.stats[line]).toEqual({
-        pixels: 0,
-        confidence: 0,
-        coverage: 0,
-        detected: false,
-        polyline: [],
-        length: 0,
-        reason: "no_hand",
-      });
+    for (const line of LINE_NAMES) expect(result.stats[line]).toEqual(noLine("no_hand"));
   });
 
   it("refuses the back of a hand (handedness against the knuckles' chirality), mirrored or not", async () => {
@@ -269,15 +262,7 @@ describe("analyzeImage()", () => {
     expect(detectedOf(lone)).toEqual([]);
     expect(lone.result.reason).toBe("lines_unclear");
     expect(lone.result.hand?.handedness).toBe("right");
-    expect(lone.result.stats.heart).toEqual({
-      pixels: 0,
-      confidence: 0,
-      coverage: 0,
-      detected: false,
-      polyline: [],
-      length: 0,
-      reason: "lines_unclear",
-    });
+    expect(lone.result.stats.heart).toEqual(noLine("lines_unclear"));
     expect((await decodeMask(lone.result.masks.heart)).data.every((v) => v === 0)).toBe(true);
     // The default (one line) reports the same lone line: the rule alone removed it.
     expect(detectedOf(await analyzeImage(bytes, engine(oracle(truth, w, h, pose, { lines: ["heart"] }), fakeHands(pose, w))))).toEqual([
@@ -322,16 +307,7 @@ describe("analyzeImage()", () => {
     const blank: PipelineModel = { metadata: META, run: async () => new Float32Array(4 * S * S) };
     const bytes = fixtureImage("crop-1");
     const { result } = await analyzeImage(bytes, engine(blank, fakeHands(whole(256, 256), 256)));
-    for (const line of LINE_NAMES)
-      expect(result.stats[line]).toEqual({
-        pixels: 0,
-        confidence: 0,
-        coverage: 0,
-        detected: false,
-        polyline: [],
-        length: 0,
-        reason: "lines_unclear",
-      });
+    for (const line of LINE_NAMES) expect(result.stats[line]).toEqual(noLine("lines_unclear"));
     expect(result.reason).toBe("lines_unclear");
     const a = await sharp(result.overlay).raw().toBuffer();
     const b = await sharp(bytes).raw().toBuffer();
