@@ -1,42 +1,16 @@
-/**
- * eval-boxes: scores the analysis engine on the box set (`<repo>/../shared/real-palms-boxes/`, read
- * there, never copied), by default on its evaluation quarter (the files whose name's SHA-256 begins
- * with 0-3, as its README defines it; never trained or tuned on).
- *
- *     npm run eval:boxes [-- --part eval|heldout] [--model path] [--detail]
- *
- * `--part heldout` scores the eighth of the training part that training/train_real.py holds out
- * (SHA-256 beginning with 4 or 5), for choosing thresholds without touching the evaluation quarter.
- * Per photo: the palm is found when the answer's reason is not `no_hand`. Per line with a box: the
- * mask *agrees* with the box when at least 75% of its pixels lie inside the box grown on every side
- * by 15% of its diagonal (at least 8 px) and the mask's bounding box overlaps the box with IoU at
- * least 0.25. A line drawn that does not agree is *drawn wrong*; a line not detected is counted
- * with the answer's reason.
- */
-import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { parseArgs } from "node:util";
 import sharp from "sharp";
 import { LINE_NAMES, type LineName } from "../src/inference/analyzer-types.js";
 import { createAnalyzer } from "../src/inference/analyzer.js";
+import { BOX_DIR, type Box, partOf, readBoxes } from "./box-set.js";
 
-const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "..");
-const BOXES = resolve(REPO, "../shared/real-palms-boxes");
 const GROW = 0.15;
 const MIN_GROW_PX = 8;
 const MIN_INSIDE = 0.75;
 const MIN_IOU = 0.25;
-
-type Box = [number, number, number, number];
-
-/** partOf names the part of the box set a file belongs to, by its name's SHA-256 (the set's README). */
-export function partOf(file: string): "eval" | "heldout" | "train" {
-  const h = createHash("sha256").update(file).digest("hex")[0];
-  return "0123".includes(h) ? "eval" : "45".includes(h) ? "heldout" : "train";
-}
 
 /** agreement scores one mask (0/255 bytes, width x height) against its box. */
 export function agreement(mask: Uint8Array, width: number, height: number, box: Box): { inside: number; iou: number; agrees: boolean } {
@@ -71,16 +45,11 @@ async function main(): Promise<number> {
   const { values } = parseArgs({
     options: { part: { type: "string", default: "eval" }, model: { type: "string" }, detail: { type: "boolean" } },
   });
-  if (!existsSync(join(BOXES, "boxes.csv"))) {
-    console.log(`eval-boxes: ${BOXES} is absent; nothing to evaluate.`);
+  if (!existsSync(join(BOX_DIR, "boxes.csv"))) {
+    console.log(`eval-boxes: ${BOX_DIR} is absent; nothing to evaluate.`);
     return 0;
   }
-  const boxes = new Map<string, Partial<Record<LineName, Box>>>();
-  for (const row of (await readFile(join(BOXES, "boxes.csv"), "utf8")).trim().split("\n").slice(1)) {
-    const [file, line, ...v] = row.split(",");
-    if (!(LINE_NAMES as readonly string[]).includes(line) || partOf(file) !== values.part) continue;
-    boxes.set(file, { ...boxes.get(file), [line]: v.map(Number) as Box });
-  }
+  const boxes = new Map([...readBoxes()].filter(([file]) => partOf(file) === values.part));
   const analyzer = await createAnalyzer({ modelPath: values.model, workers: 1 });
   const files = [...boxes.keys()].sort();
   let palms = 0;
@@ -93,7 +62,7 @@ async function main(): Promise<number> {
     console.log(`model ${analyzer.model}; box set part '${values.part}', ${files.length} photos`);
     for (const file of files) {
       const t0 = performance.now();
-      const result = await analyzer.analyze(await readFile(join(BOXES, "images", file)));
+      const result = await analyzer.analyze(await readFile(join(BOX_DIR, "images", file)));
       ms += performance.now() - t0;
       if (result.reason !== "no_hand") palms++;
       const row: string[] = [];

@@ -24,7 +24,7 @@ import { parseArgs } from "node:util";
 import sharp, { type Sharp } from "sharp";
 import { LINE_NAMES, type LineName } from "../src/inference/analyzer-types.js";
 import { createAnalyzer } from "../src/inference/analyzer.js";
-import { REAL_DIR as REAL, type RealAnnotation, readRealAnnotations, trueHandedness } from "./real-palms.js";
+import { polylineDistance, REAL_DIR as REAL, type RealAnnotation, readRealAnnotations, trueHandedness } from "./real-palms.js";
 
 /** Distance bound of "localised", as a fraction of palm_width_px. */
 const MAX_DIST = 0.04;
@@ -68,23 +68,6 @@ const VARIANTS: Variant[] = [
 type Annotation = RealAnnotation & { lines: Record<LineName, { points: Point[]; confidence: string }> };
 
 type Point = [number, number];
-
-function segmentDistance(px: number, py: number, a: Point, b: Point): number {
-  const dx = b[0] - a[0];
-  const dy = b[1] - a[1];
-  const len2 = dx * dx + dy * dy;
-  let t = len2 > 0 ? ((px - a[0]) * dx + (py - a[1]) * dy) / len2 : 0;
-  t = Math.max(0, Math.min(1, t));
-  const x = a[0] + t * dx - px;
-  const y = a[1] + t * dy - py;
-  return Math.sqrt(x * x + y * y);
-}
-
-function polylineDistance(px: number, py: number, pts: Point[]): number {
-  let d = Infinity;
-  for (let i = 1; i < pts.length; i++) d = Math.min(d, segmentDistance(px, py, pts[i - 1], pts[i]));
-  return pts.length === 1 ? Math.hypot(px - pts[0][0], py - pts[0][1]) : d;
-}
 
 /** Points along the polyline, one per pixel of length. */
 function samplePolyline(pts: Point[]): Point[] {

@@ -46,3 +46,21 @@ export function trueHandedness(lines: RealAnnotation["lines"]): "left" | "right"
   const down: Point = [wrist[0] - mid[0], wrist[1] - mid[1]];
   return across[0] * down[1] - across[1] * down[0] > 0 ? "right" : "left";
 }
+
+function segmentDistance(px: number, py: number, a: Point, b: Point): number {
+  const dx = b[0] - a[0];
+  const dy = b[1] - a[1];
+  const len2 = dx * dx + dy * dy;
+  let t = len2 > 0 ? ((px - a[0]) * dx + (py - a[1]) * dy) / len2 : 0;
+  t = Math.max(0, Math.min(1, t));
+  const x = a[0] + t * dx - px;
+  const y = a[1] + t * dy - py;
+  return Math.sqrt(x * x + y * y);
+}
+
+/** polylineDistance: from (px, py) to the nearest point of the polyline `pts`. */
+export function polylineDistance(px: number, py: number, pts: Point[]): number {
+  let d = Infinity;
+  for (let i = 1; i < pts.length; i++) d = Math.min(d, segmentDistance(px, py, pts[i - 1], pts[i]));
+  return pts.length === 1 ? Math.hypot(px - pts[0][0], py - pts[0][1]) : d;
+}

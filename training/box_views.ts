@@ -8,9 +8,8 @@
  *
  *   node --import tsx training/box_views.ts --out training/data/boxes_train [--size 256]
  */
-import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { decodeImage } from "../src/image/decode.js";
 import { renderFrame, resizeToFit } from "../src/image/preprocess.js";
@@ -18,28 +17,7 @@ import type { Point } from "../src/landmarks/geometry.js";
 import { createHandLandmarker, facing } from "../src/landmarks/hand-landmarker.js";
 import { imageToFrame, palmFrame } from "../src/landmarks/palm-frame.js";
 import { HAND_SEARCH_SIDE } from "../src/inference/pipeline.js";
-
-export const BOX_DIR = resolve(import.meta.dirname, "../../shared/real-palms-boxes");
-
-/** isEvalQuarter: the box set's README defines its evaluation quarter by the file name's SHA-256. */
-export function isEvalQuarter(file: string): boolean {
-  return "0123".includes(createHash("sha256").update(file).digest("hex")[0]);
-}
-
-export type Box = [number, number, number, number];
-
-/** readBoxes parses boxes.csv into file -> line -> [xmin, ymin, xmax, ymax]. */
-export function readBoxes(dir = BOX_DIR): Map<string, Record<string, Box>> {
-  const out = new Map<string, Record<string, Box>>();
-  const rows = readFileSync(join(dir, "boxes.csv"), "utf8").trim().split("\n").slice(1);
-  for (const row of rows) {
-    const [file, line, ...v] = row.split(",");
-    const rec = out.get(file) ?? {};
-    rec[line] = v.map(Number) as Box;
-    out.set(file, rec);
-  }
-  return out;
-}
+import { BOX_DIR, partOf, readBoxes } from "../scripts/box-set.js";
 
 async function main(): Promise<void> {
   const { values } = parseArgs({ options: { out: { type: "string" }, size: { type: "string", default: "256" } } });
@@ -50,7 +28,7 @@ async function main(): Promise<void> {
   }
   const S = Number(values.size);
   const boxes = readBoxes();
-  const files = [...boxes.keys()].filter((f) => !isEvalQuarter(f)).sort();
+  const files = [...boxes.keys()].filter((f) => partOf(f) !== "eval").sort();
   const landmarker = await createHandLandmarker({ intraOpNumThreads: 1 });
   const chunks: Uint8Array[] = [];
   const samples: unknown[] = [];

@@ -221,12 +221,12 @@ export async function createHandLandmarker(options: HandLandmarkerOptions = {}):
     // fallbacks of SEARCHES (a close-up's palm shown smaller, a dark photo brightened).
     // Pinned by hand-landmarker.spec "finds a hand on every photo" (box-492, a close-up, needs the zoom-out).
     let image = rgb;
-    let brightened: Uint8Array | undefined;
+    let brightened: Uint8Array | null | undefined; // null: not dark, no brightened copy
     let found: PalmDetection[] = [];
     let box: RotatedRect = { cx: width / 2, cy: height / 2, width: 0, height: 0, rotation: 0 };
     for (const search of SEARCHES) {
       if (search.brighten) {
-        brightened ??= brighten(rgb, width, height);
+        if (brightened === undefined) brightened = brighten(rgb, width, height) ?? null;
         if (!brightened) continue;
       }
       image = search.brighten ? brightened! : rgb;

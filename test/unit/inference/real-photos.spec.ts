@@ -4,16 +4,16 @@
  * hand right, mirrored or not, puts its landmarks on the palm, and reports lines with their course.
  * How well the lines are localised is eval:real's measure, not asserted here.
  */
-import { existsSync, readFileSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import sharp from "sharp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LINE_NAMES } from "../../../src/inference/analyzer-types.js";
 import { createAnalyzer, type EngineAnalyzer } from "../../../src/inference/analyzer.js";
-import { readRealAnnotations } from "../../../scripts/real-palms.js";
+import { polylineDistance, REAL_DIR, readRealAnnotations } from "../../../scripts/real-palms.js";
 
-const REAL_DIR = resolve(import.meta.dirname, "../../../../shared/real-palms");
-const HAVE_REAL = existsSync(join(REAL_DIR, "annotations.json"));
+const ANNOTATED = readRealAnnotations();
+const HAVE_REAL = ANNOTATED.length > 0;
 if (!HAVE_REAL) console.warn(`real-photos.spec: ${REAL_DIR} is absent; the real-photo tests are skipped.`);
 
 /** The two low-resolution photos: hand1.jpg (a left hand, thumb on the left) and IMG_0385.jpg (a right hand). */
@@ -36,33 +36,14 @@ function inside(p: Point, poly: Point[]): boolean {
 
 /** onCourse: the polyline's points lie on average within 4% of the palm width of the annotated course. */
 function onCourse(polyline: [number, number][], annotated: [number, number][], palmWidth: number): boolean {
-  const seg = (p: [number, number], a: [number, number], b: [number, number]) => {
-    const [dx, dy] = [b[0] - a[0], b[1] - a[1]];
-    const len2 = dx * dx + dy * dy;
-    const t = len2 > 0 ? Math.max(0, Math.min(1, ((p[0] - a[0]) * dx + (p[1] - a[1]) * dy) / len2)) : 0;
-    return Math.hypot(a[0] + t * dx - p[0], a[1] + t * dy - p[1]);
-  };
   if (polyline.length === 0) return false;
-  let sum = 0;
-  for (const p of polyline) {
-    let d = Infinity;
-    for (let i = 1; i < annotated.length; i++) d = Math.min(d, seg(p, annotated[i - 1], annotated[i]));
-    sum += d;
-  }
+  const sum = polyline.reduce((acc, [x, y]) => acc + polylineDistance(x, y, annotated), 0);
   return sum / polyline.length <= 0.04 * palmWidth;
 }
 
 describe.skipIf(!HAVE_REAL)("Analyzer.analyze() on real palm photos", () => {
   let analyzer: EngineAnalyzer;
-  const ann = HAVE_REAL
-    ? (JSON.parse(readFileSync(join(REAL_DIR, "annotations.json"), "utf8")).images as {
-        file: string;
-        width: number;
-        palm_width_px: number;
-        palm_polygon: Point[];
-        lines: Partial<Record<"heart" | "head" | "life", { points: Point[] }>>;
-      }[])
-    : [];
+  const ann = ANNOTATED;
   beforeAll(async () => {
     analyzer = await createAnalyzer({ workers: 1 });
   });
@@ -177,7 +158,7 @@ describe.skipIf(!HAVE_REAL)("Analyzer.analyze() on real palm photos", () => {
     // Compared where the line lies on its annotated crease (eval:real's 4%): a line drawn on another
     // course may take another shape once turned (hand1's life line with palm-lines 3.0.0, curvature
     // 0.20 and 0.12), which is the model's miss, not the trait's.
-    const ann = readRealAnnotations().find((x) => x.file === file)!;
+    const ann = ANNOTATED.find((x) => x.file === file)!;
     const same = both.filter((l) => ann.lines[l] && onCourse(r.stats[l].polyline, ann.lines[l].points, ann.palm_width_px));
     expect(same.length).toBeGreaterThanOrEqual(2);
     for (const l of same) {
