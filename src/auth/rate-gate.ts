@@ -54,7 +54,14 @@ export function createRateGate(options: RateGateOptions): RateGate {
   const limitOf = async (plan: string): Promise<RateLimit> => {
     let cached = cache.get(plan);
     if (!cached || cached.until <= Date.now()) {
-      cached = { limit: await store.getPlanRateLimit(plan), until: Date.now() + planCacheMs };
+      // A plan's setting is shared by all its clients and, on a cluster, lives on one node: when it
+      // cannot be read, the last one read (else the configuration's) serves for another period, so
+      // a node's loss fails only the clients whose own keys it held (quota.spec, "killed master").
+      const stored = await store.getPlanRateLimit(plan).then(
+        (limit) => ({ limit }),
+        () => ({ limit: cached?.limit }),
+      );
+      cached = { limit: stored.limit, until: Date.now() + planCacheMs };
       cache.set(plan, cached);
     }
     const limit = cached.limit ?? options.limits[plan] ?? options.limits["*"];

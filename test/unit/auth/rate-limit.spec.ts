@@ -1,5 +1,8 @@
 import { describe, expect, it } from "vitest";
+import { createMemoryStore } from "../../../src/auth/memory-store.js";
+import { createRateGate } from "../../../src/auth/rate-gate.js";
 import { gcra, setRateLimitHeaders } from "../../../src/auth/rate-limit.js";
+import type { Store } from "../../../src/auth/store.js";
 
 describe("gcra()", () => {
   const limit = { rate: 2, burst: 3, concurrency: 1 };
@@ -40,5 +43,25 @@ describe("setRateLimitHeaders()", () => {
     );
     expect(h.get("ratelimit-policy")).toBe('"burst";q=10;w=20');
     expect(h.get("ratelimit")).toBe('"burst";r=7;t=6');
+  });
+});
+
+describe("createRateGate() limitOf()", () => {
+  const config = { "*": { rate: 10, burst: 20, concurrency: 4 } };
+  const stored = { rate: 1, burst: 2, concurrency: 1 };
+
+  it("keeps the last stored plan setting, else the configuration, while the store cannot read it", async () => {
+    const store = createMemoryStore();
+    await store.setPlanRateLimit("five", stored);
+    let down = false;
+    const flaky: Store = Object.assign(Object.create(store), {
+      getPlanRateLimit: (plan: string) => (down ? Promise.reject(new Error("node lost")) : store.getPlanRateLimit(plan)),
+    });
+    const gate = createRateGate({ store: flaky, limits: config, planCacheMs: 0 });
+    expect(await gate.limitOf("five")).toEqual(stored);
+    down = true;
+    expect(await gate.limitOf("five")).toEqual(stored);
+    // A plan never read before: the configuration, not a failed request for every client of the plan.
+    expect(await gate.limitOf("other")).toEqual(config["*"]);
   });
 });
