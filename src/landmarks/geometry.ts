@@ -274,6 +274,8 @@ export interface WarpOptions {
   range: [number, number];
   /** Outside the image: "zero" pads with black, "replicate" repeats the edge pixel. */
   border: "zero" | "replicate";
+  /** Most sub-samples per axis and output pixel when down-scaling (default 2). */
+  maxSamples?: number;
 }
 
 /**
@@ -289,7 +291,7 @@ export function warpToTensor(rgb: Uint8Array, width: number, height: number, r: 
   const c = Math.cos(r.rotation);
   const s = Math.sin(r.rotation);
   const factor = Math.max(r.width, r.height) / S; // image pixels per output pixel
-  const n = factor > 1.5 ? 2 : 1;
+  const n = factor > 1.5 ? Math.max(2, Math.min(o.maxSamples ?? 2, Math.ceil(factor))) : 1;
   const [lo, hi] = o.range;
   const mul = (hi - lo) / 255 / (n * n);
   const replicate = o.border === "replicate";

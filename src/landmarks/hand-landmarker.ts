@@ -12,7 +12,6 @@ import { performance } from "node:perf_hooks";
 import * as ort from "onnxruntime-node";
 import {
   decodePalmDetections,
-  type PalmDetection,
   handRectFromLandmarks,
   handRectFromPalm,
   PALM_ANCHORS,
@@ -115,9 +114,10 @@ export function facing(detection: Pick<HandDetection, "landmarks" | "handedness"
 }
 
 /**
- * SEARCHES are the palm detector's tries, in order, until one finds a palm: the photo as it is;
- * zoomed out (the detector was trained on hands that fill part of the frame, so a close-up whose
- * palm fills it is shown smaller, on black); brightened (a dark photo, see {@link brighten}); both.
+ * SEARCHES are the tries, in order, until one finds a palm the landmark model accepts: the photo as
+ * it is; zoomed out (the detector was trained on hands that fill part of the frame, so a close-up
+ * whose palm fills it is shown smaller, on black); brightened (a dark photo, see {@link brighten});
+ * both (docs/decisions/palm-searches.md).
  */
 const SEARCHES: readonly { zoomOut: number; brighten: boolean }[] = [
   { zoomOut: 1, brighten: false },
@@ -213,41 +213,42 @@ export async function createHandLandmarker(options: HandLandmarkerOptions = {}):
     const t0 = performance.now();
     const timings: HandTimings = { palm: 0, landmarks: [], total: 0 };
     lastTimings = timings;
-    const finish = <T>(value: T): T => {
-      timings.total = performance.now() - t0;
-      return value;
-    };
-    // The palm detector is tried as the photo is, then, only where it finds no palm, on the
-    // fallbacks of SEARCHES (a close-up's palm shown smaller, a dark photo brightened).
+    // The searches of SEARCHES in order, until one gives a palm whose landmarks the landmark model
+    // accepts (a close-up can be detected as it is and yet need the zoom-out for its landmarks).
     // Pinned by hand-landmarker.spec "finds a hand on every photo" (box-492, a close-up, needs the zoom-out).
-    let image = rgb;
     let brightened: Uint8Array | null | undefined; // null: not dark, no brightened copy
-    let found: PalmDetection[] = [];
-    let box: RotatedRect = { cx: width / 2, cy: height / 2, width: 0, height: 0, rotation: 0 };
+    let result: HandDetection | null = null;
     for (const search of SEARCHES) {
       if (search.brighten) {
         if (brightened === undefined) brightened = brighten(rgb, width, height) ?? null;
         if (!brightened) continue;
       }
-      image = search.brighten ? brightened! : rgb;
-      // Letterbox: the longer side (times the search's zoom-out) fills the detector input, centred, black padding.
-      const side = Math.max(width, height) * search.zoomOut;
-      box = { cx: width / 2, cy: height / 2, width: side, height: side, rotation: 0 };
-      const input = warpToTensor(image, width, height, box, { size: PALM_SIZE, range: [0, 1], border: "zero" });
-      const raw = await runPalm(input);
-      found = weightedNms(decodePalmDetections(raw.boxes, raw.scores, anchors, PALM_SIZE, minScore), 0.3);
-      if (found.length > 0) break;
+      result = await searchOnce(search.brighten ? brightened! : rgb, width, height, search.zoomOut, timings);
+      if (result) break;
     }
-    timings.palm = performance.now() - t0;
-    if (found.length === 0) return finish(null);
+    timings.total = performance.now() - t0;
+    return result;
+  }
+
+  async function searchOnce(image: Uint8Array, width: number, height: number, zoomOut: number, timings: HandTimings) {
+    let t = performance.now();
+    // Letterbox: the longer side (times the zoom-out) fills the detector input, centred, black padding.
+    const side = Math.max(width, height) * zoomOut;
+    const box: RotatedRect = { cx: width / 2, cy: height / 2, width: side, height: side, rotation: 0 };
+    // A fallback's input is shrunk further: averaged over every image pixel, not 2 x 2 samples, so
+    // that a close-up's creases and edges do not alias into noise (hand-landmarker.spec, box-492).
+    const maxSamples = zoomOut > 1 ? 8 : 2;
+    const input = warpToTensor(image, width, height, box, { size: PALM_SIZE, range: [0, 1], border: "zero", maxSamples });
+    const raw = await runPalm(input);
+    const found = weightedNms(decodePalmDetections(raw.boxes, raw.scores, anchors, PALM_SIZE, minScore), 0.3);
+    timings.palm += performance.now() - t;
+    if (found.length === 0) return null;
     const best = found[0];
-    const side = box.width;
     // Normalised letterbox coordinates -> image pixels.
     const toImage = ([x, y]: Point): Point => [box.cx + (x - 0.5) * side, box.cy + (y - 0.5) * side];
     const [cx, cy] = toImage([best.cx, best.cy]);
     const palmRect = handRectFromPalm({ cx, cy, w: best.w * side, h: best.h * side }, best.keypoints.map(toImage));
-
-    let t = performance.now();
+    t = performance.now();
     let pass = await landmarkPass(image, width, height, palmRect);
     timings.landmarks.push(performance.now() - t);
     if (refine && pass.presence >= minPresence) {
@@ -256,13 +257,13 @@ export async function createHandLandmarker(options: HandLandmarkerOptions = {}):
       timings.landmarks.push(performance.now() - t);
       if (second.presence >= minPresence) pass = second;
     }
-    if (!(pass.presence >= minPresence)) return finish(null);
-    return finish({
+    if (!(pass.presence >= minPresence)) return null;
+    return {
       landmarks: pass.landmarks,
       ...handednessFromModel(pass.handedness),
       presence: pass.presence,
       detectionScore: best.score,
-    });
+    };
   }
 
   if (options.warmUp ?? true) {
