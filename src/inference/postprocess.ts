@@ -337,22 +337,11 @@ export interface FullMask extends BoxMask {
 }
 
 /**
- * renderFrameMask maps a line back to the image through the palm frame (rotated, mirrored or an
- * axis-aligned square): the kept line's probabilities (with their 1-pixel rim, so that edges
- * interpolate against the real neighbours) are sampled bilinearly at the image pixels of the
- * line's footprint and thresholded. Smooth masks at any image size.
+ * paddedLine is the kept line's probabilities with their 1-pixel rim on a zero-bordered map
+ * (model pixel (u, v) at pad[(v + 1) * (size + 2) + u + 1]), and the kept pixels' bounds (u1 < 0
+ * when none).
  */
-export function renderFrameMask(
-  prob: Float32Array,
-  kept: Uint8Array,
-  size: number,
-  threshold: number,
-  frame: PalmFrame,
-  width: number,
-  height: number,
-): FullMask {
-  const empty: FullMask = { width, height, x0: 0, y0: 0, x1: 0, y1: 0, data: new Uint8Array(0), pixels: 0, probSum: 0 };
-  // Zero-bordered restricted map: model pixel (u, v) at pad[(v + 1) * P + u + 1].
+function paddedLine(prob: Float32Array, kept: Uint8Array, size: number) {
   const P = size + 2;
   const pad = new Float32Array(P * P);
   let u0 = size,
@@ -376,6 +365,27 @@ export function renderFrameMask(
       if (v > v1) v1 = v;
     }
   }
+  return { pad, u0, v0, u1, v1 };
+}
+
+/**
+ * renderFrameMask maps a line back to the image through the palm frame (rotated, mirrored or an
+ * axis-aligned square): the kept line's probabilities (with their 1-pixel rim, so that edges
+ * interpolate against the real neighbours) are sampled bilinearly at the image pixels of the
+ * line's footprint and thresholded. Smooth masks at any image size.
+ */
+export function renderFrameMask(
+  prob: Float32Array,
+  kept: Uint8Array,
+  size: number,
+  threshold: number,
+  frame: PalmFrame,
+  width: number,
+  height: number,
+): FullMask {
+  const empty: FullMask = { width, height, x0: 0, y0: 0, x1: 0, y1: 0, data: new Uint8Array(0), pixels: 0, probSum: 0 };
+  const { pad, u0, v0, u1, v1 } = paddedLine(prob, kept, size);
+  const P = size + 2;
   if (u1 < 0) return empty;
   // Cell (u, v) spans model coordinates [u, u + 1) x [v, v + 1) (u, v from -1); it can only give
   // pixels above the threshold when a corner is above it (bilinear never exceeds its largest

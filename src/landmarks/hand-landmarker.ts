@@ -163,8 +163,40 @@ async function openSession(path: string, threads: number): Promise<ort.Inference
 }
 
 /**
- * createHandLandmarker loads the converted palm-detector and hand-landmark models (building them
- * from the installed `@mediapipe/hands` package first when they are missing) and warms them up.
+ * searchPalm runs the palm detector (`detectPalms`, on a letterboxed input) on the photo as it is,
+ * then, only where it finds no palm, on the fallbacks of SEARCHES (a close-up's palm shown
+ * smaller, a dark photo brightened). Returns the image and letterbox box of the search that found
+ * palms (the last one tried when none did). Pinned by hand-landmarker.spec "finds a hand on every
+ * photo" (box-492, a close-up, needs the zoom-out).
+ */
+async function searchPalm(
+  rgb: Uint8Array,
+  width: number,
+  height: number,
+  detectPalms: (input: Float32Array) => Promise<PalmDetection[]>,
+): Promise<{ image: Uint8Array; found: PalmDetection[]; box: RotatedRect }> {
+  let image = rgb;
+  let brightened: Uint8Array | null | undefined; // null: not dark, no brightened copy
+  let found: PalmDetection[] = [];
+  let box: RotatedRect = { cx: width / 2, cy: height / 2, width: 0, height: 0, rotation: 0 };
+  for (const search of SEARCHES) {
+    if (search.brighten) {
+      if (brightened === undefined) brightened = brighten(rgb, width, height) ?? null;
+      if (!brightened) continue;
+    }
+    image = search.brighten ? brightened! : rgb;
+    // Letterbox: the longer side (times the search's zoom-out) fills the detector input, centred, black padding.
+    const side = Math.max(width, height) * search.zoomOut;
+    box = { cx: width / 2, cy: height / 2, width: side, height: side, rotation: 0 };
+    found = await detectPalms(warpToTensor(image, width, height, box, { size: PALM_SIZE, range: [0, 1], border: "zero" }));
+    if (found.length > 0) break;
+  }
+  return { image, found, box };
+}
+
+/**
+ * createHandLandmarker loads the converted palm-detector and hand-landmark models and warms them
+ * up; it never converts them (missing models are a {@link HandModelError} naming the build command).
  */
 export async function createHandLandmarker(options: HandLandmarkerOptions = {}): Promise<HandLandmarker> {
   const modelDir = options.modelDir ?? DEFAULT_HAND_MODEL_DIR;
@@ -217,27 +249,9 @@ export async function createHandLandmarker(options: HandLandmarkerOptions = {}):
       timings.total = performance.now() - t0;
       return value;
     };
-    // The palm detector is tried as the photo is, then, only where it finds no palm, on the
-    // fallbacks of SEARCHES (a close-up's palm shown smaller, a dark photo brightened).
-    // Pinned by hand-landmarker.spec "finds a hand on every photo" (box-492, a close-up, needs the zoom-out).
-    let image = rgb;
-    let brightened: Uint8Array | null | undefined; // null: not dark, no brightened copy
-    let found: PalmDetection[] = [];
-    let box: RotatedRect = { cx: width / 2, cy: height / 2, width: 0, height: 0, rotation: 0 };
-    for (const search of SEARCHES) {
-      if (search.brighten) {
-        if (brightened === undefined) brightened = brighten(rgb, width, height) ?? null;
-        if (!brightened) continue;
-      }
-      image = search.brighten ? brightened! : rgb;
-      // Letterbox: the longer side (times the search's zoom-out) fills the detector input, centred, black padding.
-      const side = Math.max(width, height) * search.zoomOut;
-      box = { cx: width / 2, cy: height / 2, width: side, height: side, rotation: 0 };
-      const input = warpToTensor(image, width, height, box, { size: PALM_SIZE, range: [0, 1], border: "zero" });
-      const raw = await runPalm(input);
-      found = weightedNms(decodePalmDetections(raw.boxes, raw.scores, anchors, PALM_SIZE, minScore), 0.3);
-      if (found.length > 0) break;
-    }
+    const { image, found, box } = await searchPalm(rgb, width, height, (input) =>
+      runPalm(input).then((raw) => weightedNms(decodePalmDetections(raw.boxes, raw.scores, anchors, PALM_SIZE, minScore), 0.3)),
+    );
     timings.palm = performance.now() - t0;
     if (found.length === 0) return finish(null);
     const best = found[0];
