@@ -36,10 +36,7 @@ async function main(): Promise<void> {
   const { store, kind, devKey, devKeyGenerated } = await openStore(config, logger);
   const server = createPalmServer({ analyzer, store, config, logger, devKey });
   const port = await server.listen();
-  logger.info(
-    { port, store: kind, model: analyzer.model },
-    "palm-api listening (gRPC, gRPC-Web, Connect, REST)",
-  );
+  logger.info({ port, store: kind, model: analyzer.model }, "palm-api listening (gRPC, gRPC-Web, Connect, REST)");
   if (devKeyGenerated && devKey) {
     // Shown once, on stdout, on purpose: the only place this generated key ever appears.
     process.stdout.write(
