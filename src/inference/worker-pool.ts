@@ -1,13 +1,13 @@
 /**
  * A fixed pool of inference worker processes, each running one job at a time (started with
- * ../api/worker-process.ts: compiled from dist/, TypeScript under tsx and vitest). Processes rather
+ * ../workers/worker-process.ts: compiled from dist/, TypeScript under tsx and vitest). Processes rather
  * than threads: each worker's libvips, libuv and V8 helper threads are its own, and a worker
  * killed in the middle of a native call takes nothing else with it.
  */
 import type { ChildProcess } from "node:child_process";
-import { ImageError } from "../api/engine-errors.js";
-import { siblingModuleUrl } from "../api/worker-thread.js";
-import { spawnWorkerProcess } from "../api/worker-process.js";
+import { ImageError } from "../engine-errors.js";
+import { siblingModuleUrl } from "../workers/worker-thread.js";
+import { spawnWorkerProcess } from "../workers/worker-process.js";
 import type { AnalysisResult, ImageOutput } from "./analyzer-types.js";
 import type { StageTimings } from "./pipeline.js";
 import type { WorkerData, WorkerReply, WorkerRequest } from "./worker-protocol.js";

@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { afterEach, describe, expect, it } from "vitest";
 import { DEFAULT_MODEL_PATH } from "../../../src/inference/model-session.js";
 import { createWorkerPool, type WorkerPool } from "../../../src/inference/worker-pool.js";
-import { spawnWorkerProcess } from "../../../src/api/worker-process.js";
+import { spawnWorkerProcess } from "../../../src/workers/worker-process.js";
 import { isAlive as alive } from "../../helpers/proc.js";
 import { fixtureImage } from "./fixtures.js";
 
