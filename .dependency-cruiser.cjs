@@ -1,6 +1,8 @@
 /**
  * The layers of src/, top to bottom: a module may import its own layer and the layers below it,
- * never one above (`npm run lint`). Entry points sit on top; `api` holds what every layer shares.
+ * never one above (`npm run lint`). Entry points sit on top; the bottom layer holds what every
+ * layer shares: request/ (ids, context keys), wire/ (Node HTTP types, wire formats, errors written
+ * in them, connect's private modules), workers/ (starting workers) and the files at src/'s root.
  */
 const LAYERS = [
   ["entry points", "^src/main\\.ts$|^src/(cli|launch)/"],
@@ -8,7 +10,7 @@ const LAYERS = [
   ["protocol surfaces", "^src/(rest|http|ops)/"],
   ["service", "^src/service/"],
   ["stores and engine", "^src/(auth|inference|landmarks|image)/"],
-  ["shared", "^src/api/|^src/(errors|config|log|package-root)\\.ts$"],
+  ["shared", "^src/(request|wire|workers)/|^src/(errors|engine-errors|limits|config|log|package-root)\\.ts$"],
 ];
 
 module.exports = {

@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # The service's image (docs/operations.md, "Container image"). Two stages: `build` installs every
-# dependency, converts the hand models and compiles dist/; the final stage holds Node, the
+# dependency, compiles dist/ and converts the hand models; the final stage holds Node, the
 # production dependencies, dist/, the models, the demo page and the OpenAPI document, and runs
 # as a non-root user. test/unit/deploy.spec.ts checks it against package.json and the manifests.
 #
@@ -23,9 +23,10 @@ COPY tools ./tools
 COPY bin ./bin
 COPY web ./web
 COPY models ./models
-# The hand models are converted here, from the installed @mediapipe/hands (nothing downloaded);
-# then dist/ is compiled and the dev dependencies are dropped.
-RUN npm run build:hand-models && npm run build && npm prune --omit=dev --ignore-scripts --no-audit --no-fund
+# dist/ is compiled (src/, gen/ and the converter in tools/), the hand models are converted by the
+# compiled converter from the installed @mediapipe/hands (nothing downloaded), and the dev
+# dependencies are dropped.
+RUN npm run build:hand-models && npm prune --omit=dev --ignore-scripts --no-audit --no-fund
 
 FROM ${NODE_IMAGE}
 ENV NODE_ENV=production \

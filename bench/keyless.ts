@@ -7,7 +7,7 @@
 import http2 from "node:http2";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { AnalyzeRequestSchema, PalmService } from "../gen/palm/v1/palm_pb.js";
-import { MAX_BODY_BYTES } from "../src/api/limits.js";
+import { MAX_BODY_BYTES } from "../src/limits.js";
 import { openH2Session, processRunNs, runNs, type ServerProcess } from "../test/helpers/index.js";
 import { median, quantile } from "./stats.js";
 

@@ -628,12 +628,6 @@ export const SCENARIOS: readonly Scenario[] = [
   cellsScenario("2MP PNG", "gRPC"),
   OVERLOAD,
   healthAb(
-    "health-ab-os-tuning",
-    { PALM_OS_TUNING: "on" },
-    "gRPC",
-    "PALM_OS_TUNING=on (A) against the default, off (B), under gRPC load (docs/decisions/os-tuning.md).",
-  ),
-  healthAb(
     "health-ab-codec",
     { PALM_REST_CODEC_THREADS: "0" },
     "REST",

@@ -226,14 +226,6 @@ export const CONFIG_SCHEMA = {
     meaning:
       "worker threads that decode large REST bodies and encode responses, so that JSON and base64 never block the event loop (0: do it on the event loop)",
   }),
-  /** OS tuning by the launcher (src/launch/os-tuning.ts). */
-  osTuning: variable({
-    name: "PALM_OS_TUNING",
-    parse: oneOf(["on", "off"] as const, "off"),
-    default: "`off`",
-    meaning:
-      "`on`, for a machine whose CPUs serve this replica alone: the launcher keeps the event loop ahead of the analyses on Linux: the server's threads started after start-up (codec workers, libvips, onnxruntime) at nice 10, every thread of the analysis worker processes at nice 10 under SCHED_IDLE (util-linux `chrt`), and each worker pinned to a CPU of its own while all CPUs run an analysis (`taskset`); `off`: none of it. Off by default: where the replica shares its CPUs with other busy processes (most containers), a SCHED_IDLE thread gets almost nothing while any normal thread wants the core, so analyses would run into `PALM_ANALYZE_TIMEOUT_MS`. What each part buys and costs: [decisions/os-tuning.md](decisions/os-tuning.md). Replaces `PALM_THREAD_NICE` and `PALM_WORKER_SCHED`, which are now refused at start-up",
-  }),
   /** Origins allowed to call the API from a browser (CORS); "*" allows any. */
   corsOrigins: variable({
     name: "PALM_CORS_ORIGINS",
@@ -276,8 +268,9 @@ export const CONFIG_VARIABLES: readonly Variable<unknown>[] = Object.freeze(Obje
  * that still sets one would otherwise silently get something else than it asked for.
  */
 export const RETIRED_VARIABLES: Readonly<Record<string, string>> = Object.freeze({
-  PALM_THREAD_NICE: "PALM_OS_TUNING=on|off replaced it (on: nice 10, as its default)",
-  PALM_WORKER_SCHED: "PALM_OS_TUNING=on|off replaced it (on: SCHED_IDLE workers, as idle did; off: no tuning at all)",
+  PALM_THREAD_NICE: "the OS tuning was removed: threads keep the priority they start with (docs/decisions/os-tuning.md)",
+  PALM_WORKER_SCHED: "the OS tuning was removed: workers run under the normal policy (docs/decisions/os-tuning.md)",
+  PALM_OS_TUNING: "the OS tuning was removed (docs/decisions/os-tuning.md): nothing to turn on or off",
 });
 
 /** crossChecks are the rules between variables, after each was read on its own. */

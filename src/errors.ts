@@ -9,8 +9,8 @@ import type { DescMessage, MessageInitShape } from "@bufbuild/protobuf";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { BadRequestSchema, ErrorInfoSchema, QuotaFailureSchema, RetryInfoSchema } from "../gen/google/rpc/error_details_pb.js";
-import { isDeadlineTooShortError, isImageError, isOverloadedError } from "./api/engine-errors.js";
-import { codeToHttpStatus } from "./api/private-apis.js";
+import { isDeadlineTooShortError, isImageError, isOverloadedError } from "./engine-errors.js";
+import { codeToHttpStatus } from "./wire/private-apis.js";
 
 /** ERROR_DOMAIN is the `domain` of every ErrorInfo detail. */
 export const ERROR_DOMAIN = "palm.v1";

@@ -6,7 +6,6 @@ import { openStore } from "./auth/open-store.js";
 import { ConfigError, loadConfig, unknownVariables, type Config } from "./config.js";
 import { createAnalyzer } from "./inference/analyzer.js";
 import { expectedNodeFlags, missingNodeFlags } from "./launch/node-flags.js";
-import { startOsTuning } from "./launch/os-tuning.js";
 import { createLogger } from "./log.js";
 import { createPalmServer } from "./server/server.js";
 
@@ -29,22 +28,15 @@ async function main(): Promise<void> {
   if ((config.redisUrl !== undefined || config.redisClusterNodes !== undefined) && config.devKey !== undefined) {
     logger.warn("PALM_DEV_KEY is ignored with REDIS_URL or REDIS_CLUSTER_NODES: create keys with palmctl");
   }
-  // Before the engine and the server start: their threads are the ones it deprioritises.
-  const tuning = startOsTuning(config.osTuning === "on");
   const analyzer = await createAnalyzer({
     modelPath: config.modelPath,
     workers: config.workers,
     maxQueue: config.maxQueue,
-    workerObserver: tuning.workers,
   });
   const { store, kind, devKey, devKeyGenerated } = await openStore(config, logger);
   const server = createPalmServer({ analyzer, store, config, logger, devKey });
   const port = await server.listen();
-  tuning.sweep();
-  logger.info(
-    { port, store: kind, model: analyzer.model, os_tuning: config.osTuning },
-    "palm-api listening (gRPC, gRPC-Web, Connect, REST)",
-  );
+  logger.info({ port, store: kind, model: analyzer.model }, "palm-api listening (gRPC, gRPC-Web, Connect, REST)");
   if (devKeyGenerated && devKey) {
     // Shown once, on stdout, on purpose: the only place this generated key ever appears.
     process.stdout.write(
@@ -62,7 +54,6 @@ async function main(): Promise<void> {
       await server.shutdown();
       await store.close();
       await analyzer.close();
-      await tuning.stop();
       logger.info("bye");
       logger.flush?.();
       process.exit(0);

@@ -1,9 +1,9 @@
 #!/bin/sh
 # One documented command per stage; everything is seeded and reproducible.
-#   sh training/run.sh data      # generate training + held-out synthetic sets (training/data/)
+#   sh training/run.sh data      # generate training + held-out synthetic sets (training/data/; held-out sets in the canonical frame)
 #   sh training/run.sh train     # train (log + checkpoints in training/runs/main/)
 #   sh training/run.sh export    # export models/palm-lines/palm-lines.onnx (+ onnxruntime-node check)
-#   sh training/run.sh evaluate  # calibrate on val sets, re-export, evaluate on test sets -> metrics.json
+#   sh training/run.sh evaluate  # calibrate on the canonical val sets, re-export, evaluate on the test sets -> metrics.json
 #   sh training/run.sh smoke     # the whole chain on tiny data in under a minute (nothing in models/)
 #   sh training/run.sh release   # palm-lines 3.0, the released model: 2.0 from an empty training/ folder, then real palms
 set -e
@@ -16,14 +16,17 @@ CALIB=${CALIB:-models/palm-lines/calibration.json}
 N_TRAIN=${N_TRAIN:-5000}
 STEPS=${STEPS:-3000}
 
+# The held-out sets of the canonical palm frame (the engine's view since 2.0), as release2 draws them.
+heldout() {
+  $PY -m training.generate --out "$D/val_canon" --n "${1:-300}" --seed 33 --kind 3 ${2:+--shard $2}
+  $PY -m training.generate --out "$D/val_canon_fades" --n "${1:-300}" --seed 37 --kind 3 --fades ${2:+--shard $2}
+  $PY -m training.generate --out "$D/val_canon_neg" --n "${1:-300}" --seed 35 --kind 4 ${2:+--shard $2}
+  $PY -m training.generate --out "$D/test_canon" --n "${1:-500}" --seed 32 --kind 3 ${2:+--shard $2}
+  $PY -m training.generate --out "$D/test_canon_neg" --n "${1:-300}" --seed 36 --kind 4 ${2:+--shard $2}
+}
 data() {
   $PY -m training.generate --out "$D/train" --n "$N_TRAIN" --seed 1
-  $PY -m training.generate --out "$D/val_crop" --n 300 --seed 3 --kind 1
-  $PY -m training.generate --out "$D/val_neg" --n 500 --seed 6 --kind 2
-  $PY -m training.generate --out "$D/val_scene" --n 300 --seed 8 --kind 0
-  $PY -m training.generate --out "$D/test_crop" --n 500 --seed 2 --kind 1
-  $PY -m training.generate --out "$D/test_scene" --n 500 --seed 4 --kind 0
-  $PY -m training.generate --out "$D/test_neg" --n 500 --seed 5 --kind 2
+  heldout
 }
 train() {
   mkdir -p "$RUN"
@@ -37,10 +40,8 @@ evaluate() {
 }
 smoke() {
   D=training/data/smoke RUN=training/runs/smoke MODEL=training/runs/smoke/palm-lines.onnx CALIB=training/runs/smoke/calibration.json
-  for s in "train 32 1 " "val_crop 8 3 1" "val_neg 8 6 2" "val_scene 8 8 0" "test_crop 8 2 1" "test_scene 8 4 0" "test_neg 8 5 2"; do
-    set -- $s
-    $PY -m training.generate --out "$D/$1" --n "$2" --seed "$3" --shard 16 ${4:+--kind $4}
-  done
+  $PY -m training.generate --out "$D/train" --n 32 --seed 1 --shard 16
+  heldout 8 16
   $PY -m training.train --data "$D/train" --out "$RUN" --steps 4 --batch 2 --crop 128 --crop-frac 0.5 --export "$MODEL" --calib "$CALIB"
   METRICS=$RUN/metrics.json evaluate
 }
@@ -68,15 +69,11 @@ release2() {
   $PY -m training.generate --out "$D/canon30" --n 6000 --seed 30 --kind 3 --fades
   $PY -m training.generate --out "$D/canonneg31" --n 1000 --seed 31 --kind 4 --fades
   $PY -m training.generate --out "$D/canon34" --n 3000 --seed 34 --kind 3 --fades
-  $PY -m training.generate --out "$D/val_canon" --n 300 --seed 33 --kind 3
-  $PY -m training.generate --out "$D/val_canon_fades" --n 300 --seed 37 --kind 3 --fades
-  $PY -m training.generate --out "$D/val_canon_neg" --n 300 --seed 35 --kind 4
-  $PY -m training.generate --out "$D/test_canon" --n 500 --seed 32 --kind 3
-  $PY -m training.generate --out "$D/test_canon_neg" --n 300 --seed 36 --kind 4
+  heldout
   PYTHONPATH=. $PY -m training.from_onnx --onnx "$R/palm-lines-1.4.0.onnx" --data "$D/canon30" --out "$R/init.pt"
   $PY -m training.train --data "$D/canon30,$D/canonneg31,$D/canon34" --out "$R" --init "$R/init.pt" --freeze-bn \
     --canonical --lr 4e-4 --steps "$RELEASE_STEPS" --crop-frac 0 --seed 20
-  $PY -m training.evaluate --ckpt "$R/final.pt" --data "$D" --canonical --tune --calib "$R/calibration.json"
+  $PY -m training.evaluate --ckpt "$R/final.pt" --data "$D" --tune --calib "$R/calibration.json"
   $PY -m training.export --ckpt "$R/final.pt" --out "$R/palm-lines-2.0.0.onnx" --calib "$R/calibration.json" --version 2.0.0
 }
 

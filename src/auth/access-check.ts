@@ -4,7 +4,7 @@
  * quota check; this one only answers early the 429 it would answer
  * (test/integration/rest.spec.ts, "order of checks").
  */
-import type { Principal } from "../api/context-keys.js";
+import type { Principal } from "../request/context-keys.js";
 import type { PlanLimits } from "../config.js";
 import { createKeyCheck } from "./api-key-interceptor.js";
 import { quotaPeriodOf } from "./quota-period.js";

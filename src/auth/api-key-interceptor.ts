@@ -9,7 +9,7 @@ import type { Interceptor } from "@connectrpc/connect";
 import { palmError, toPalmError } from "../errors.js";
 import { redactKey } from "../log.js";
 import { API_KEY_HEADER, hashApiKey, isWellFormedApiKey } from "./api-key.js";
-import { kPrincipal, type Principal } from "../api/context-keys.js";
+import { kPrincipal, type Principal } from "../request/context-keys.js";
 import type { Store } from "./store.js";
 
 /** ApiKeyInterceptorOptions configure {@link createApiKeyInterceptor}. */

@@ -11,24 +11,52 @@ import { gcra, type RateDecision, type RateLimit } from "./rate-limit.js";
 export function createMemoryStore(): Store {
   const keys = new Map<string, KeyRecord>();
   const clients = new Map<string, ClientRecord>();
+  return {
+    async findKey(keyHash: string): Promise<KeyOwner | undefined> {
+      const k = keys.get(keyHash);
+      if (!k || k.revokedAt !== undefined) return undefined;
+      const c = clients.get(k.clientId);
+      return c ? { clientId: c.clientId, plan: c.plan } : undefined;
+    },
+    ...memoryQuota(),
+    ...memoryRateGate(),
+    async createKey(clientId: string, keyHash: string, plan?: string): Promise<KeyRecord> {
+      if (plan !== undefined) await this.setPlan(clientId, plan);
+      else if (!clients.has(clientId)) await this.setPlan(clientId, "free");
+      const record: KeyRecord = { hash: keyHash, clientId, createdAt: Date.now() };
+      keys.set(keyHash, record);
+      return record;
+    },
+    async setPlan(clientId: string, plan: string): Promise<ClientRecord> {
+      const prev = clients.get(clientId);
+      const record: ClientRecord = { clientId, plan, createdAt: prev?.createdAt ?? Date.now() };
+      clients.set(clientId, record);
+      return record;
+    },
+    async getClient(clientId: string): Promise<ClientRecord | undefined> {
+      return clients.get(clientId);
+    },
+    async revokeKey(keyHash: string): Promise<boolean> {
+      const k = keys.get(keyHash);
+      if (!k) return false;
+      if (k.revokedAt === undefined) keys.set(keyHash, { ...k, revokedAt: Date.now() });
+      return true;
+    },
+    async findKeyHashes(prefix: string): Promise<string[]> {
+      return [...keys.keys()].filter((h) => h.startsWith(prefix)).slice(0, 10);
+    },
+    async listKeys(clientId: string): Promise<KeyRecord[]> {
+      return [...keys.values()].filter((k) => k.clientId === clientId).sort((a, b) => a.createdAt - b.createdAt);
+    },
+    async close(): Promise<void> {},
+  };
+}
+
+/** memoryQuota is the store's monthly quota: units reserved, renewed, committed and released per client-month. */
+function memoryQuota(): Pick<Store, "reserve" | "renew" | "commit" | "release" | "usage"> {
   // Per client-month: each held unit's state, a lease deadline (ms, pending) or its place
   // (committed), as the Redis store keeps them in one sorted set.
   const counters = new Map<string, { units: Map<string, Unit>; committed: number; expiresAt: number }>();
-
-  // Per client: GCRA's theoretical arrival time (ms) and the places in flight (lease deadlines, ms).
-  const rates = new Map<string, number>();
-  const inFlight = new Map<string, Map<string, number>>();
-  const planRateLimits = new Map<string, RateLimit>();
-  const placesOf = (clientId: string) => {
-    const now = Date.now();
-    let places = inFlight.get(clientId);
-    if (!places) {
-      places = new Map();
-      inFlight.set(clientId, places);
-    }
-    for (const [id, until] of places) if (until <= now) places.delete(id);
-    return places;
-  };
 
   const counterKey = (clientId: string, period: QuotaPeriod) => `${clientId}\u0000${period.id}`;
   const counter = (clientId: string, period: QuotaPeriod) => {
@@ -46,12 +74,6 @@ export function createMemoryStore(): Store {
     return c;
   };
   return {
-    async findKey(keyHash: string): Promise<KeyOwner | undefined> {
-      const k = keys.get(keyHash);
-      if (!k || k.revokedAt !== undefined) return undefined;
-      const c = clients.get(k.clientId);
-      return c ? { clientId: c.clientId, plan: c.plan } : undefined;
-    },
     async reserve(clientId: string, period: QuotaPeriod, limit: number, reservationId: string, leaseMs: number): Promise<Reservation> {
       const c = counter(clientId, period);
       const u = c.units.get(reservationId);
@@ -91,6 +113,27 @@ export function createMemoryStore(): Store {
       if (!counters.has(counterKey(clientId, period))) return 0;
       return counter(clientId, period).units.size;
     },
+  };
+}
+
+/** memoryRateGate is the store's per-client rate (GCRA) and concurrency, and the plans' rate limits. */
+function memoryRateGate(): Pick<Store, "admit" | "renewInFlight" | "leave" | "setPlanRateLimit" | "getPlanRateLimit"> {
+  // Per client: GCRA's theoretical arrival time (ms) and the places in flight (lease deadlines, ms).
+  const rates = new Map<string, number>();
+  const inFlight = new Map<string, Map<string, number>>();
+  const planRateLimits = new Map<string, RateLimit>();
+  const placesOf = (clientId: string) => {
+    const now = Date.now();
+    let places = inFlight.get(clientId);
+    if (!places) {
+      places = new Map();
+      inFlight.set(clientId, places);
+    }
+    for (const [id, until] of places) if (until <= now) places.delete(id);
+    return places;
+  };
+
+  return {
     async admit(clientId: string, limit: RateLimit, requestId: string, leaseMs: number): Promise<RateDecision> {
       const now = Date.now();
       const places = placesOf(clientId);
@@ -143,35 +186,6 @@ export function createMemoryStore(): Store {
     async getPlanRateLimit(plan: string): Promise<RateLimit | undefined> {
       return planRateLimits.get(plan);
     },
-    async createKey(clientId: string, keyHash: string, plan?: string): Promise<KeyRecord> {
-      if (plan !== undefined) await this.setPlan(clientId, plan);
-      else if (!clients.has(clientId)) await this.setPlan(clientId, "free");
-      const record: KeyRecord = { hash: keyHash, clientId, createdAt: Date.now() };
-      keys.set(keyHash, record);
-      return record;
-    },
-    async setPlan(clientId: string, plan: string): Promise<ClientRecord> {
-      const prev = clients.get(clientId);
-      const record: ClientRecord = { clientId, plan, createdAt: prev?.createdAt ?? Date.now() };
-      clients.set(clientId, record);
-      return record;
-    },
-    async getClient(clientId: string): Promise<ClientRecord | undefined> {
-      return clients.get(clientId);
-    },
-    async revokeKey(keyHash: string): Promise<boolean> {
-      const k = keys.get(keyHash);
-      if (!k) return false;
-      if (k.revokedAt === undefined) keys.set(keyHash, { ...k, revokedAt: Date.now() });
-      return true;
-    },
-    async findKeyHashes(prefix: string): Promise<string[]> {
-      return [...keys.keys()].filter((h) => h.startsWith(prefix)).slice(0, 10);
-    },
-    async listKeys(clientId: string): Promise<KeyRecord[]> {
-      return [...keys.values()].filter((k) => k.clientId === clientId).sort((a, b) => a.createdAt - b.createdAt);
-    },
-    async close(): Promise<void> {},
   };
 }
 

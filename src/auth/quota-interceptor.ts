@@ -7,7 +7,7 @@
  */
 import type { Interceptor } from "@connectrpc/connect";
 import { randomUUID } from "node:crypto";
-import { kPrincipal, kQuota, kRequestId } from "../api/context-keys.js";
+import { kPrincipal, kQuota, kRequestId } from "../request/context-keys.js";
 import type { PlanLimits } from "../config.js";
 import { palmError, toPalmError } from "../errors.js";
 import type { Logger } from "../log.js";

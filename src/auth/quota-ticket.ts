@@ -11,7 +11,7 @@
  * store, so a unit whose replica died is given back when its lease passes
  * (test/integration/quota-leases.spec.ts). test/unit/auth/quota-ticket.spec.ts pins the states.
  */
-import type { QuotaTicket, UsageSnapshot } from "../api/context-keys.js";
+import type { QuotaTicket, UsageSnapshot } from "../request/context-keys.js";
 import { palmError, quotaExceeded, toPalmError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { type QuotaPeriod, secondsUntilReset } from "./quota-period.js";

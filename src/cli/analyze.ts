@@ -9,7 +9,7 @@
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { basename, extname, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { isImageError } from "../api/engine-errors.js";
+import { isImageError } from "../engine-errors.js";
 import { LINE_NAMES } from "../inference/analyzer-types.js";
 import { createAnalyzer } from "../inference/analyzer.js";
 import type { StageTimings } from "../inference/pipeline.js";

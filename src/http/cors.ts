@@ -5,7 +5,7 @@
  * needs none of this. test/integration/cors.spec.ts pins the answers.
  */
 import { cors as connectCors } from "@connectrpc/connect";
-import type { NodeHandlerFn } from "../api/http.js";
+import type { NodeHandlerFn } from "../wire/http.js";
 
 type NodeRequest = Parameters<NodeHandlerFn>[0];
 type NodeResponse = Parameters<NodeHandlerFn>[1];

@@ -5,7 +5,7 @@
  */
 import type { PalmMetrics } from "../ops/metrics.js";
 import type { Readiness } from "../ops/readiness.js";
-import { pathOf, type NodeHandlerFn } from "../api/http.js";
+import { pathOf, type NodeHandlerFn } from "../wire/http.js";
 import type { Cors } from "./cors.js";
 import type { WebHandler } from "./web-handler.js";
 

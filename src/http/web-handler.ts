@@ -9,7 +9,7 @@ import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { PACKAGE_ROOT } from "../package-root.js";
-import { pathOf, type NodeHandlerFn } from "../api/http.js";
+import { pathOf, type NodeHandlerFn } from "../wire/http.js";
 
 /** WebHandlerOptions configure {@link createWebHandler}. */
 export interface WebHandlerOptions {

@@ -4,8 +4,8 @@
  */
 import sharp from "sharp";
 import type { Metadata, OutputInfo } from "sharp";
-import { MAX_IMAGE_BYTES } from "../api/limits.js";
-import { ImageError } from "../api/engine-errors.js";
+import { MAX_IMAGE_BYTES } from "../limits.js";
+import { ImageError } from "../engine-errors.js";
 
 /** ImageFormat is one of the two accepted input formats. */
 export type ImageFormat = "jpeg" | "png";

@@ -14,7 +14,7 @@
  * unfinished) is refused before it starts (DeadlineTooShortError, 504, nothing run), so work that
  * nobody will wait for is not started again (test/integration/abuse.spec.ts, finding 1).
  */
-import { DeadlineTooShortError, OverloadedError } from "../api/engine-errors.js";
+import { DeadlineTooShortError, OverloadedError } from "../engine-errors.js";
 import type { AnalysisResult, AnalyzeOptions, ImageOutput } from "./analyzer-types.js";
 import type { StageTimings } from "./pipeline.js";
 import type { WorkerPool } from "./worker-pool.js";

@@ -161,7 +161,7 @@ export interface AnalyzeOptions {
   clientId?: string;
   /**
    * When the answer is due (Unix ms). An analysis that cannot finish by then is refused before
-   * it starts with `DeadlineTooShortError` (src/api/engine-errors.ts; nothing run, 504 `timeout`).
+   * it starts with `DeadlineTooShortError` (src/engine-errors.ts; nothing run, 504 `timeout`).
    */
   deadline?: number;
 }

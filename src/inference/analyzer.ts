@@ -9,7 +9,7 @@ import { AdmissionQueue, abortReason } from "./admission.js";
 import type { AnalysisResult, AnalyzeOptions, Analyzer } from "./analyzer-types.js";
 import { DEFAULT_MODEL_PATH, ModelLoadError, loadModelMetadata } from "./model-session.js";
 import type { PipelineOptions, StageTimings } from "./pipeline.js";
-import { createWorkerPool, type WorkerPool, type WorkerPoolObserver } from "./worker-pool.js";
+import { createWorkerPool, type WorkerPool } from "./worker-pool.js";
 
 /** AnalyzerOptions configure {@link createAnalyzer}. Every field is optional. */
 export interface AnalyzerOptions {
@@ -27,8 +27,6 @@ export interface AnalyzerOptions {
    * plus about 65 MB per running 12 MP analysis; more workers than cores only adds memory.
    */
   workers?: number;
-  /** Told of the worker processes as they start and work (the launcher's OS tuning); default none. */
-  workerObserver?: WorkerPoolObserver;
   /**
    * Analyses running at once, at most `workers`. Default `workers`. Each running 12 MP
    * analysis holds about 60 MB of decoded pixels and buffers.
@@ -111,7 +109,6 @@ export async function createAnalyzer(options: AnalyzerOptions = {}): Promise<Eng
     pool = await createWorkerPool({
       size: workers,
       workerData: { modelPath, intraOpNumThreads, sharpConcurrency: 0, pipeline: options.pipeline ?? {} },
-      observer: options.workerObserver,
     });
   } catch (cause) {
     if (cause instanceof Error && cause.name === "ModelLoadError") throw new ModelLoadError(cause.message, { cause });

@@ -5,7 +5,7 @@
  * parent goes (the IPC channel closes), so a killed server leaves no worker behind.
  */
 import sharp from "sharp";
-import { isImageError } from "../api/engine-errors.js";
+import { isImageError } from "../engine-errors.js";
 import type { ImageOutput } from "./analyzer-types.js";
 import { analyzeImage, createPipelineEngine, type PipelineEngineHandle } from "./pipeline.js";
 import type { WorkerData, WorkerReply, WorkerRequest } from "./worker-protocol.js";

@@ -130,29 +130,7 @@ export function measureLine(line: LineName, kept: Uint8Array, length: number, ct
     curvature = sagitta / chord;
   }
 
-  // Breaks: a join between pieces, measured where the straight step between them leaves the mask.
-  const breaks: LineTraits["breaks"] = [];
-  for (let i = 1; i < n; i++) {
-    const step = cum[i] - cum[i - 1];
-    if (step <= 1.5) continue;
-    const [a, b] = [path[i - 1], path[i]];
-    const samples = Math.ceil(step * 4);
-    let out = 0;
-    let first = -1; // where the step leaves the mask: the gap's start
-    for (let k = 0; k < samples; k++) {
-      const t = (k + 0.5) / samples;
-      const u = Math.round(a[0] + (b[0] - a[0]) * t);
-      const v = Math.round(a[1] + (b[1] - a[1]) * t);
-      if (kept[v * S + u]) continue;
-      out++;
-      if (first < 0) first = k / samples;
-    }
-    const gap = (out / samples) * step;
-    if (gap < Math.max(2, MIN_BREAK * unit)) continue;
-    const mid = toImage([(a[0] + b[0]) / 2, (a[1] + b[1]) / 2]);
-    const at = (cum[i - 1] + first * step) / total;
-    breaks.push({ at: round(at, 3), length: round(gap / unit, 3), point: [round(mid[0], 1), round(mid[1], 1)] });
-  }
+  const breaks = lineBreaks(path, cum, kept, S, unit, toImage);
 
   // Forks: skeleton branches off the course near its ends.
   const onCourse = new Uint8Array(S * S);
@@ -213,6 +191,46 @@ export function measureLine(line: LineName, kept: Uint8Array, length: number, ct
     end: placeOnPalm(n ? toImage(path[n - 1]) : [0, 0], landmarks),
   };
   return { traits, course: path };
+}
+
+/**
+ * lineBreaks finds the joins between the course's pieces where the straight step between them
+ * leaves the mask for at least {@link MIN_BREAK} palm widths (2 model pixels at least); `cum` is
+ * the course's cumulative length, `unit` model pixels per palm width.
+ */
+function lineBreaks(
+  path: ModelPoint[],
+  cum: Float64Array,
+  kept: Uint8Array,
+  S: number,
+  unit: number,
+  toImage: (p: ModelPoint) => Point,
+): LineTraits["breaks"] {
+  const n = path.length;
+  const total = n > 1 ? cum[n - 1] : 0;
+  const breaks: LineTraits["breaks"] = [];
+  for (let i = 1; i < n; i++) {
+    const step = cum[i] - cum[i - 1];
+    if (step <= 1.5) continue;
+    const [a, b] = [path[i - 1], path[i]];
+    const samples = Math.ceil(step * 4);
+    let out = 0;
+    let first = -1; // where the step leaves the mask: the gap's start
+    for (let k = 0; k < samples; k++) {
+      const t = (k + 0.5) / samples;
+      const u = Math.round(a[0] + (b[0] - a[0]) * t);
+      const v = Math.round(a[1] + (b[1] - a[1]) * t);
+      if (kept[v * S + u]) continue;
+      out++;
+      if (first < 0) first = k / samples;
+    }
+    const gap = (out / samples) * step;
+    if (gap < Math.max(2, MIN_BREAK * unit)) continue;
+    const mid = toImage([(a[0] + b[0]) / 2, (a[1] + b[1]) / 2]);
+    const at = (cum[i - 1] + first * step) / total;
+    breaks.push({ at: round(at, 3), length: round(gap / unit, 3), point: [round(mid[0], 1), round(mid[1], 1)] });
+  }
+  return breaks;
 }
 
 /** neighbours writes the 8-neighbours of (u, v) inside the S x S view into `out` and returns their count. */

@@ -43,18 +43,12 @@ export interface ModelMetadata {
    * lines detected that way reports none (a lone crease is what a back of hand most often shows).
    */
   detection: { minPixels: number; minConfidence: number; minLines: number };
-  /** Palm box margin, as a fraction of the box size added on each side before the crop pass. */
-  cropMargin: number;
   /**
-   * The crop pass must confirm the palm: its palm channel's largest component must cover at
-   * least this share of the crop (0..1), or the image is treated as palm-free. 0 disables it.
+   * The line model must confirm the landmarker's palm: its palm channel's largest component must
+   * cover at least this share of the palm frame's view (0..1), or the image is treated as
+   * palm-free. 0 disables it. From `crop.min_palm` (the key's name dates from the two-pass engine).
    */
   cropMinPalm: number;
-  /**
-   * Threshold on the whole-image pass's palm channel for proposing the palm box (may be looser
-   * than `thresholds.palm`, to find small palms, when the crop pass confirms them).
-   */
-  palmProposal: number;
   /** All raw metadata_props, for diagnostics. */
   raw: Readonly<Record<string, string>>;
 }
@@ -165,9 +159,7 @@ const REQUIRED_KEYS = ["model_name", "model_version", "input_size", "output_name
 
 /** DEFAULT_DETECTION applies when the optional `detection` metadata is absent. */
 export const DEFAULT_DETECTION = Object.freeze({ minPixels: 20, minConfidence: 0.5, minLines: 1 });
-/** DEFAULT_CROP_MARGIN applies when the optional `crop` metadata is absent. */
-export const DEFAULT_CROP_MARGIN = 0.15;
-/** DEFAULT_CROP_MIN_PALM applies when `crop.min_palm` is absent: no confirmation by the crop pass. */
+/** DEFAULT_CROP_MIN_PALM applies when `crop.min_palm` is absent: no confirmation by the line model. */
 export const DEFAULT_CROP_MIN_PALM = 0;
 
 /**
@@ -175,8 +167,8 @@ export const DEFAULT_CROP_MIN_PALM = 0;
  * `model_name`, `model_version`, `input_size`, `output_names` (must name palm, heart, head and
  * life), `thresholds`. Optional keys and their defaults: `channel_order` "RGB",
  * `normalization` {scale 255, mean 0, std 1}, `letterbox` "center,pad=0", `detection`
- * {@link DEFAULT_DETECTION}, `crop` {margin {@link DEFAULT_CROP_MARGIN}, min_palm
- * {@link DEFAULT_CROP_MIN_PALM}, proposal: `thresholds.palm`}, `grow` (per line, at most its
+ * {@link DEFAULT_DETECTION}, `crop` {min_palm {@link DEFAULT_CROP_MIN_PALM}; its `margin` and
+ * `proposal`, read by the retired two-pass engine, are ignored}, `grow` (per line, at most its
  * threshold; default the threshold).
  * Throws {@link ModelMetadataError} naming the offending key.
  */
@@ -252,15 +244,11 @@ export function parseModelMetadata(props: Record<string, string>): ModelMetadata
     }
   }
 
-  let cropMargin = DEFAULT_CROP_MARGIN;
   let cropMinPalm = DEFAULT_CROP_MIN_PALM;
-  let palmProposal = thresholds.palm;
   if (props.crop !== undefined) {
     const c = parseJson(props, "crop") as Record<string, unknown> | null;
     if (c === null || typeof c !== "object") throw new ModelMetadataError(`metadata "crop" must be an object`);
-    if (c.margin !== undefined) cropMargin = num(c.margin, "crop.margin", 0, 2);
     if (c.min_palm !== undefined) cropMinPalm = num(c.min_palm, "crop.min_palm", 0, 1);
-    if (c.proposal !== undefined) palmProposal = num(c.proposal, "crop.proposal", 0, 1);
   }
 
   return {
@@ -273,9 +261,7 @@ export function parseModelMetadata(props: Record<string, string>): ModelMetadata
     thresholds,
     grow,
     detection,
-    cropMargin,
     cropMinPalm,
-    palmProposal,
     raw: Object.freeze({ ...props }),
   };
 }

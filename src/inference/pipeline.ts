@@ -133,23 +133,7 @@ export async function analyzeImage(
   const meta = model.metadata;
   const S = meta.inputSize;
   const spec = tensorSpec(meta);
-  const t: StageTimings = {
-    decode: 0,
-    landmarks: 0,
-    preprocess: 0,
-    inference: 0,
-    postprocess: 0,
-    maskEncode: 0,
-    overlayEncode: 0,
-    total: 0,
-  };
-  const start = performance.now();
-  let mark = start;
-  const lap = (stage: Exclude<keyof StageTimings, "total">) => {
-    const now = performance.now();
-    t[stage] += now - mark;
-    mark = now;
-  };
+  const { lap, stop } = stageClock();
 
   const image = await decodeImage(bytes);
   const { width, height } = image;
@@ -196,20 +180,7 @@ export async function analyzeImage(
         hand = undefined;
       } else {
         reason = "lines_unclear";
-        const palmDistance = palmDistanceMap(palm, S, meta.thresholds.palm);
-        const selected: { line: LineName; prob: Float32Array; kept: Uint8Array }[] = [];
-        for (const line of LINE_NAMES) {
-          const prob = channel(probs, meta.channels[line], S);
-          const sel = selectLine(prob, S, {
-            threshold: meta.thresholds[line],
-            minPixels: meta.detection.minPixels,
-            minConfidence: meta.detection.minConfidence,
-            palmDistance,
-          });
-          why[line] = sel.why;
-          // Detected on the line's threshold; then followed along weaker evidence (`grow`).
-          if (sel.detected) selected.push({ line, prob, kept: growLine(prob, sel.kept, S, meta.grow[line], palmDistance) });
-        }
+        const selected = selectLines(probs, palm, meta, why);
         // Fewer lines than the model's `detection.min_lines` on a palm: none is reported (checked
         // again after rendering: a line can render to no pixel).
         if (selected.length >= meta.detection.minLines) {
@@ -236,17 +207,89 @@ export async function analyzeImage(
   }
 
   const stats = {} as Record<LineName, LineStats>;
-  const pngs = {} as Record<LineName, Uint8Array>;
-  const images = options.images ?? ALL_IMAGES;
   for (const line of LINE_NAMES) {
     const unit = hand?.palmWidth ?? 0;
     const lineWhy: LineReason = reason !== "" ? reason : (why[line] ?? "not_visible");
     stats[line] = lineStats(masks[line], detected[line], paths[line], unit > 0 ? polylineLength(paths[line]) / unit : 0, lineWhy);
     if (stats[line].detected && traits[line]) stats[line].traits = traits[line];
+  }
+  const { pngs, overlay } = await encodeImages(image, masks, options, lap);
+  return { result: { model: meta.model, width, height, overlay, masks: pngs, stats, hand, reason, headLifeStart }, timings: stop() };
+}
+
+/** stageClock times the stages: lap(stage) adds the time since the last lap to it; stop() sets the total. */
+function stageClock(): { lap: (stage: Exclude<keyof StageTimings, "total">) => void; stop: () => StageTimings } {
+  const t: StageTimings = {
+    decode: 0,
+    landmarks: 0,
+    preprocess: 0,
+    inference: 0,
+    postprocess: 0,
+    maskEncode: 0,
+    overlayEncode: 0,
+    total: 0,
+  };
+  const start = performance.now();
+  let mark = start;
+  return {
+    lap(stage) {
+      const now = performance.now();
+      t[stage] += now - mark;
+      mark = now;
+    },
+    stop() {
+      t.total = performance.now() - start;
+      return t;
+    },
+  };
+}
+
+/** SelectedLine is a line detected on the model's map: its probabilities and kept pixels (S x S). */
+interface SelectedLine {
+  line: LineName;
+  prob: Float32Array;
+  kept: Uint8Array;
+}
+
+/**
+ * selectLines picks each line's plausible part (selectLine, on the line's threshold) and follows
+ * a detected one along weaker evidence (growLine, its `grow` threshold); `why` gets each line's
+ * reason when it is not detected.
+ */
+function selectLines(probs: Float32Array, palm: Float32Array, meta: ModelMetadata, why: Record<LineName, LineReason>): SelectedLine[] {
+  const S = meta.inputSize;
+  const palmDistance = palmDistanceMap(palm, S, meta.thresholds.palm);
+  const selected: SelectedLine[] = [];
+  for (const line of LINE_NAMES) {
+    const prob = channel(probs, meta.channels[line], S);
+    const sel = selectLine(prob, S, {
+      threshold: meta.thresholds[line],
+      minPixels: meta.detection.minPixels,
+      minConfidence: meta.detection.minConfidence,
+      palmDistance,
+    });
+    why[line] = sel.why;
+    if (sel.detected) selected.push({ line, prob, kept: growLine(prob, sel.kept, S, meta.grow[line], palmDistance) });
+  }
+  return selected;
+}
+
+/**
+ * encodeImages makes the mask PNGs and the overlay JPEG that `options.images` asks for; images
+ * not asked for are not made (pipeline.spec.ts, "makes only the images asked for").
+ */
+async function encodeImages(
+  image: Awaited<ReturnType<typeof decodeImage>>,
+  masks: Record<LineName, FullMask>,
+  options: PipelineOptions,
+  lap: (stage: "maskEncode" | "overlayEncode") => void,
+): Promise<{ pngs: Record<LineName, Uint8Array>; overlay: Uint8Array }> {
+  const images = options.images ?? ALL_IMAGES;
+  const pngs = {} as Record<LineName, Uint8Array>;
+  for (const line of LINE_NAMES) {
     pngs[line] = images.masks ? encodeMaskPng(masks[line], { level: options.maskPngLevel }) : new Uint8Array(0);
   }
   lap("maskEncode");
-  // Images not asked for are not made (pipeline.spec.ts, "makes only the images asked for").
   const overlay = images.overlay
     ? await encodeOverlayJpeg(
         image,
@@ -255,8 +298,7 @@ export async function analyzeImage(
       )
     : new Uint8Array(0);
   lap("overlayEncode");
-  t.total = performance.now() - start;
-  return { result: { model: meta.model, width, height, overlay, masks: pngs, stats, hand, reason, headLifeStart }, timings: t };
+  return { pngs, overlay };
 }
 
 /** PipelineEngineHandle is a loaded {@link PipelineEngine} that owns its native sessions. */

@@ -7,6 +7,24 @@ import type { BoxMask } from "../image/mask.js";
 import type { Point } from "../landmarks/geometry.js";
 import { frameToImage, imageToFrame, type PalmFrame } from "../landmarks/palm-frame.js";
 import { walk } from "./line-geometry.js";
+import LINE_RULES_TABLE from "./line-rules.json" with { type: "json" };
+
+/**
+ * LINE_RULES are the constants of {@link selectLine} and {@link growLine}, from the one table
+ * training/line_rules.py reads too (./line-rules.json, where each is explained); lengths are
+ * shares of the model's input side S. test/unit/inference/line-rules-parity.spec.ts holds the
+ * two implementations together.
+ */
+export const LINE_RULES = Object.freeze({
+  nearPalm: LINE_RULES_TABLE.near_palm,
+  plausibleShare: LINE_RULES_TABLE.plausible_share,
+  speckShare: LINE_RULES_TABLE.speck_share,
+  speckMinPixels: LINE_RULES_TABLE.speck_min_pixels,
+  pieceGap: LINE_RULES_TABLE.piece_gap,
+  pieceMass: LINE_RULES_TABLE.piece_mass,
+  pieceReach: LINE_RULES_TABLE.piece_reach,
+  tipSteps: LINE_RULES_TABLE.tip_steps,
+});
 
 /** Components is a labelling of a binary S x S map. */
 export interface Components {
@@ -66,8 +84,8 @@ function largestComponent(comps: Components): number {
 
 /**
  * palmShare is the share of an S x S map (0..1) covered by the largest component of the palm
- * channel above `threshold`: how much palm the crop pass sees. The pipeline compares it with
- * the model's `crop.min_palm` to confirm the whole-image pass's palm.
+ * channel above `threshold`: how much palm the line model sees in the palm frame. The pipeline
+ * compares it with the model's `crop.min_palm` to confirm the landmarker's palm.
  */
 export function palmShare(palmProb: Float32Array, size: number, threshold: number): number {
   const comps = labelComponents(palmProb, size, size, threshold);
@@ -91,7 +109,7 @@ export interface LineSelection {
   why: LineMissReason;
 }
 
-/** SelectLineOptions tune {@link selectLine}; defaults are in model-resolution pixels at S = 256 and scale with S. */
+/** SelectLineOptions are the model's settings for {@link selectLine}, in model-resolution pixels. */
 export interface SelectLineOptions {
   /** Line decision threshold. */
   threshold: number;
@@ -167,7 +185,8 @@ function distanceTo(seed: Uint8Array, size: number): Float32Array {
  * the best one is kept together with sizeable pieces of the same crease broken off it (mass at
  * least 25% of the best, within 6% of S, reaching at least 3% of S past one of its ends: a
  * crease running alongside it within its length is another crease, not a piece of the line).
- * Detected = kept pixels >= minPixels and mean probability >= minConfidence.
+ * Detected = kept pixels >= minPixels and mean probability >= minConfidence. The shares are
+ * {@link LINE_RULES}.
  */
 export function selectLine(prob: Float32Array, size: number, options: SelectLineOptions): LineSelection {
   const n = size * size;
@@ -177,7 +196,7 @@ export function selectLine(prob: Float32Array, size: number, options: SelectLine
   if (comps.count === 0) return none("not_visible");
 
   const nearPalm = options.palmDistance ?? null;
-  const nearLimit = 0.03 * size;
+  const nearLimit = LINE_RULES.nearPalm * size;
 
   const mass = new Float64Array(comps.count + 1);
   const plausible = new Float64Array(comps.count + 1);
@@ -187,13 +206,13 @@ export function selectLine(prob: Float32Array, size: number, options: SelectLine
     mass[k] += prob[i];
     if (!nearPalm || nearPalm[i] <= nearLimit) plausible[k] += prob[i];
   }
-  const speck = Math.max(2, options.minPixels / 4);
+  const speck = Math.max(LINE_RULES.speckMinPixels, options.minPixels * LINE_RULES.speckShare);
   let best = 0;
   let sizeable = false;
   for (let k = 1; k <= comps.count; k++) {
     if (comps.sizes[k] < speck) continue;
     sizeable = true;
-    if (plausible[k] <= 0 || plausible[k] < 0.5 * mass[k]) continue;
+    if (plausible[k] <= 0 || plausible[k] < LINE_RULES.plausibleShare * mass[k]) continue;
     if (best === 0 || plausible[k] > plausible[best]) best = k;
   }
   if (best === 0) return none(sizeable ? "implausible" : "not_visible");
@@ -204,7 +223,7 @@ export function selectLine(prob: Float32Array, size: number, options: SelectLine
   keep[best] = 1;
   if (comps.count > 1) {
     const dist = distanceTo(seed, size);
-    const gap = 0.06 * size;
+    const gap = LINE_RULES.pieceGap * size;
     const near = new Uint8Array(comps.count + 1);
     for (let i = 0; i < n; i++) {
       const k = comps.labels[i];
@@ -212,9 +231,9 @@ export function selectLine(prob: Float32Array, size: number, options: SelectLine
     }
     let tips: LineTip[] | undefined; // only when some piece is a candidate
     for (let k = 1; k <= comps.count; k++) {
-      if (k === best || !near[k] || comps.sizes[k] < speck || plausible[k] < 0.25 * plausible[best]) continue;
+      if (k === best || !near[k] || comps.sizes[k] < speck || plausible[k] < LINE_RULES.pieceMass * plausible[best]) continue;
       tips ??= lineTips(comps.labels, best, size);
-      if (continuesLine(comps.labels, k, size, tips, 0.03 * size)) keep[k] = 1;
+      if (continuesLine(comps.labels, k, size, tips, LINE_RULES.pieceReach * size)) keep[k] = 1;
     }
   }
   let pixels = 0;
@@ -250,8 +269,8 @@ function farthest(dist: Int32Array): number {
 /**
  * lineTips: the two ends of component `k`'s longest course (the pixel farthest in 8-connected
  * steps from its first pixel in raster order, then the one farthest from that), each with its
- * outward direction, from the mean of the pixels min(10, length / 2) steps inside to the end.
- * training/evaluate.py `line_tips` is the same rule.
+ * outward direction, from the mean of the pixels min(tipSteps, length / 2) steps inside to the
+ * end. training/line_rules.py `line_tips` is the same rule.
  */
 function lineTips(labels: Int32Array, k: number, size: number): LineTip[] {
   const mask = new Uint8Array(labels.length);
@@ -266,7 +285,7 @@ function lineTips(labels: Int32Array, k: number, size: number): LineTip[] {
   const a = farthest(steps(labels.indexOf(k)));
   const fromA = steps(a);
   const b = farthest(fromA);
-  const inside = Math.min(10, Math.floor(fromA[b] / 2));
+  const inside = Math.min(LINE_RULES.tipSteps, Math.floor(fromA[b] / 2));
   const tip = (end: number, dist: Int32Array): LineTip => {
     let su = 0;
     let sv = 0;
@@ -298,14 +317,14 @@ function continuesLine(labels: Int32Array, k: number, size: number, tips: LineTi
 
 /**
  * growLine follows a detected line along weaker evidence (hysteresis): pixels above `low`,
- * 8-connected to the kept line through such pixels and near the palm (within 3% of S of it, the
- * rule of {@link selectLine}), join it. A faint stretch of a crease continues the line instead
+ * 8-connected to the kept line through such pixels and near the palm (within
+ * `LINE_RULES.nearPalm` of S of it, the rule of {@link selectLine}), join it. A faint stretch of a crease continues the line instead
  * of ending it. Returns a new mask; `kept` itself when `low` adds nothing.
  * Pinned by test/unit/inference/postprocess.spec.ts.
  */
 export function growLine(prob: Float32Array, kept: Uint8Array, size: number, low: number, palmDistance: Float32Array | null): Uint8Array {
   const out = Uint8Array.from(kept);
-  const nearLimit = 0.03 * size;
+  const nearLimit = LINE_RULES.nearPalm * size;
   const stack: number[] = [];
   for (let i = 0; i < out.length; i++) if (out[i]) stack.push(i);
   while (stack.length) {
@@ -337,22 +356,11 @@ export interface FullMask extends BoxMask {
 }
 
 /**
- * renderFrameMask maps a line back to the image through the palm frame (rotated, mirrored or an
- * axis-aligned square): the kept line's probabilities (with their 1-pixel rim, so that edges
- * interpolate against the real neighbours) are sampled bilinearly at the image pixels of the
- * line's footprint and thresholded. Smooth masks at any image size.
+ * paddedLine is the kept line's probabilities with their 1-pixel rim on a zero-bordered map
+ * (model pixel (u, v) at pad[(v + 1) * (size + 2) + u + 1]), and the kept pixels' bounds (u1 < 0
+ * when none).
  */
-export function renderFrameMask(
-  prob: Float32Array,
-  kept: Uint8Array,
-  size: number,
-  threshold: number,
-  frame: PalmFrame,
-  width: number,
-  height: number,
-): FullMask {
-  const empty: FullMask = { width, height, x0: 0, y0: 0, x1: 0, y1: 0, data: new Uint8Array(0), pixels: 0, probSum: 0 };
-  // Zero-bordered restricted map: model pixel (u, v) at pad[(v + 1) * P + u + 1].
+function paddedLine(prob: Float32Array, kept: Uint8Array, size: number) {
   const P = size + 2;
   const pad = new Float32Array(P * P);
   let u0 = size,
@@ -376,6 +384,27 @@ export function renderFrameMask(
       if (v > v1) v1 = v;
     }
   }
+  return { pad, u0, v0, u1, v1 };
+}
+
+/**
+ * renderFrameMask maps a line back to the image through the palm frame (rotated, mirrored or an
+ * axis-aligned square): the kept line's probabilities (with their 1-pixel rim, so that edges
+ * interpolate against the real neighbours) are sampled bilinearly at the image pixels of the
+ * line's footprint and thresholded. Smooth masks at any image size.
+ */
+export function renderFrameMask(
+  prob: Float32Array,
+  kept: Uint8Array,
+  size: number,
+  threshold: number,
+  frame: PalmFrame,
+  width: number,
+  height: number,
+): FullMask {
+  const empty: FullMask = { width, height, x0: 0, y0: 0, x1: 0, y1: 0, data: new Uint8Array(0), pixels: 0, probSum: 0 };
+  const { pad, u0, v0, u1, v1 } = paddedLine(prob, kept, size);
+  const P = size + 2;
   if (u1 < 0) return empty;
   // Cell (u, v) spans model coordinates [u, u + 1) x [v, v + 1) (u, v from -1); it can only give
   // pixels above the threshold when a corner is above it (bilinear never exceeds its largest

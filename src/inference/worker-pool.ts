@@ -1,15 +1,13 @@
 /**
  * A fixed pool of inference worker processes, each running one job at a time (started with
- * ../api/worker-process.ts: compiled from dist/, TypeScript under tsx and vitest). Processes rather
- * than threads: each worker's libvips, libuv and V8 helper threads are its own, so the launcher
- * can schedule a worker as a whole (../launch/os-tuning.ts, told of the workers through
- * {@link WorkerPoolObserver}), and a worker killed in the middle of a native call takes nothing
- * else with it.
+ * ../workers/worker-process.ts: compiled from dist/, TypeScript under tsx and vitest). Processes rather
+ * than threads: each worker's libvips, libuv and V8 helper threads are its own, and a worker
+ * killed in the middle of a native call takes nothing else with it.
  */
 import type { ChildProcess } from "node:child_process";
-import { ImageError } from "../api/engine-errors.js";
-import { siblingModuleUrl } from "../api/worker-thread.js";
-import { spawnWorkerProcess } from "../api/worker-process.js";
+import { ImageError } from "../engine-errors.js";
+import { siblingModuleUrl } from "../workers/worker-thread.js";
+import { spawnWorkerProcess } from "../workers/worker-process.js";
 import type { AnalysisResult, ImageOutput } from "./analyzer-types.js";
 import type { StageTimings } from "./pipeline.js";
 import type { WorkerData, WorkerReply, WorkerRequest } from "./worker-protocol.js";
@@ -26,26 +24,6 @@ export interface WorkerPoolOptions {
   restartDelayMs?: number;
   /** Starts a worker (tests keep a handle on it or make it fail); default {@link spawnWorkerProcess}. */
   spawn?: (url: URL) => ChildProcess;
-  /** Told of the workers as they start and take or finish jobs; default none. */
-  observer?: WorkerPoolObserver;
-}
-
-/** PoolWorker is one live worker as the pool reports it: its slot (stable across replacements), pid and whether it runs a job. */
-export interface PoolWorker {
-  readonly slot: number;
-  readonly pid: number;
-  readonly busy: boolean;
-}
-
-/**
- * WorkerPoolObserver is the pool's only hook for what runs around it (the launcher's OS tuning).
- * Its calls are synchronous and must not throw.
- */
-export interface WorkerPoolObserver {
-  /** A worker process was just started (its model not loaded yet); replacements included. */
-  started?(pid: number): void;
-  /** The live workers, after any of them became ready, took or finished a job, or died. */
-  changed?(workers: readonly PoolWorker[]): void;
 }
 
 /** JobOutcome is a finished job. */
@@ -265,13 +243,10 @@ class ProcessWorkerPool implements WorkerPool {
   model = "";
   private readonly slots: WorkerSlot[] = [];
   private readonly idleCallbacks: Array<() => void> = [];
-  private readonly observer: WorkerPoolObserver;
   private closed = false;
   private nextId = 1;
 
-  constructor(private readonly options: WorkerPoolOptions) {
-    this.observer = options.observer ?? {};
-  }
+  constructor(private readonly options: WorkerPoolOptions) {}
 
   /** start fills the slots, or stops every worker and throws the first start-up error. */
   async start(size: number): Promise<void> {
@@ -283,7 +258,6 @@ class ProcessWorkerPool implements WorkerPool {
       await Promise.all(this.slots.map((s) => stopProcess(s.worker)));
       throw failure.reason;
     }
-    this.report();
   }
 
   idleCount(): number {
@@ -304,9 +278,7 @@ class ProcessWorkerPool implements WorkerPool {
     if (this.closed) return Promise.reject(new Error("The analyzer is closed."));
     const signal = runOptions.signal;
     if (signal?.aborted) return Promise.reject(signal.reason);
-    const outcome = slot.run(this.nextId++, bytes, signal, runOptions.images);
-    this.report();
-    return outcome;
+    return slot.run(this.nextId++, bytes, signal, runOptions.images);
   }
 
   async close(): Promise<void> {
@@ -316,7 +288,6 @@ class ProcessWorkerPool implements WorkerPool {
 
   private startSlot(): Promise<WorkerSlot> {
     const worker = (this.options.spawn ?? spawnWorkerProcess)(siblingModuleUrl(import.meta.url, "inference-worker"));
-    if (worker.pid) this.observer.started?.(worker.pid);
     const slot = new WorkerSlot(worker, this.options.workerData, this.options.startTimeoutMs ?? DEFAULT_START_TIMEOUT_MS, {
       jobDone: () => this.notifyIdle(),
       died: (dead) => this.replace(dead),
@@ -330,7 +301,6 @@ class ProcessWorkerPool implements WorkerPool {
   /** replace starts a worker for the dead one's slot, retrying with a doubling delay (at most 30 s) until one starts. */
   private replace(dead: WorkerSlot): void {
     if (this.closed) return;
-    this.report();
     const i = this.slots.indexOf(dead);
     const attempt = (delayMs: number) =>
       this.startSlot().then(
@@ -347,18 +317,7 @@ class ProcessWorkerPool implements WorkerPool {
   }
 
   private notifyIdle(): void {
-    this.report();
     for (const cb of this.idleCallbacks) cb();
-  }
-
-  /** report tells the observer the live workers and which run a job. */
-  private report(): void {
-    if (!this.observer.changed || this.closed) return;
-    const workers: PoolWorker[] = [];
-    this.slots.forEach((s, slot) => {
-      if (s.alive && s.pid) workers.push({ slot, pid: s.pid, busy: s.job !== undefined });
-    });
-    this.observer.changed(workers);
   }
 }
 

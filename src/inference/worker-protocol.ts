@@ -1,7 +1,7 @@
 /**
  * Messages between the analyzer (server process) and its inference worker processes.
  */
-import type { ImageErrorCode } from "../api/engine-errors.js";
+import type { ImageErrorCode } from "../engine-errors.js";
 import type { AnalysisResult, ImageOutput } from "./analyzer-types.js";
 import type { PipelineOptions, StageTimings } from "./pipeline.js";
 

@@ -8,7 +8,7 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { Analyzer } from "../inference/analyzer-types.js";
-import type { NodeHandlerFn } from "../api/http.js";
+import type { NodeHandlerFn } from "../wire/http.js";
 
 type NodeRequest = Parameters<NodeHandlerFn>[0];
 type NodeResponse = Parameters<NodeHandlerFn>[1];

@@ -5,7 +5,7 @@
  */
 import type { IncomingMessage } from "node:http";
 import type { Http2ServerRequest } from "node:http2";
-import { MAX_BODY_BYTES } from "../api/limits.js";
+import { MAX_BODY_BYTES } from "../limits.js";
 import { palmError } from "../errors.js";
 
 /** ReadBodyOptions configure {@link readRequestBody}. */

@@ -12,7 +12,7 @@
 import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
 import { ScalarType } from "@bufbuild/protobuf";
 import type { Worker } from "node:worker_threads";
-import { siblingModuleUrl, spawnWorker } from "../api/worker-thread.js";
+import { siblingModuleUrl, spawnWorker } from "../workers/worker-thread.js";
 import { codecError, type CodecReply, type CodecRequest } from "./rest-codec-protocol.js";
 import { decodeRestBody, encodeRestBody } from "./rest-json.js";
 

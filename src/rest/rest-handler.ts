@@ -10,12 +10,12 @@
 import { availableParallelism } from "node:os";
 import { create, type DescMessage, type DescMethod, type MessageShape } from "@bufbuild/protobuf";
 import { createHandlerContext, type Interceptor, type MethodImplSpec, type ServiceImplSpec } from "@connectrpc/connect";
-import type { Exchange } from "../api/context-keys.js";
-import { type Answer, errorAnswer, restHeaders } from "../api/error-answer.js";
-import { webHeaders, type NodeRequest, type NodeResponse } from "../api/http.js";
-import { MAX_BODY_BYTES } from "../api/limits.js";
-import { invokeUnaryImplementation } from "../api/private-apis.js";
-import { REQUEST_ID_HEADER } from "../api/request-id.js";
+import type { Exchange } from "../request/context-keys.js";
+import { type Answer, errorAnswer, restHeaders } from "../wire/error-answer.js";
+import { webHeaders, type NodeRequest, type NodeResponse } from "../wire/http.js";
+import { MAX_BODY_BYTES } from "../limits.js";
+import { invokeUnaryImplementation } from "../wire/private-apis.js";
+import { REQUEST_ID_HEADER } from "../request/request-id.js";
 import { palmError } from "../errors.js";
 import { readRequestBody } from "./rest-body.js";
 import { applyQuery } from "./rest-query.js";

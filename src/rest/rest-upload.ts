@@ -8,7 +8,7 @@
  * test/integration/uploads.spec.ts pins it.
  */
 import { create, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
-import { MAX_BODY_BYTES, MAX_IMAGE_BYTES } from "../api/limits.js";
+import { MAX_BODY_BYTES, MAX_IMAGE_BYTES } from "../limits.js";
 import { badRequest, palmError } from "../errors.js";
 import { isJsonContentType } from "./rest-body.js";
 

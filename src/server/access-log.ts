@@ -6,9 +6,9 @@
  * written at once as canceled (499). test/integration/access-log.spec.ts pins it.
  */
 import { Code, type ConnectError, createContextValues } from "@connectrpc/connect";
-import { type Exchange, kExchange, kPrincipal, kRequestId, type Principal } from "../api/context-keys.js";
-import { pathOf, type NodeRequest, type NodeResponse } from "../api/http.js";
-import { newRequestId, REQUEST_ID_HEADER } from "../api/request-id.js";
+import { type Exchange, kExchange, kPrincipal, kRequestId, type Principal } from "../request/context-keys.js";
+import { pathOf, type NodeRequest, type NodeResponse } from "../wire/http.js";
+import { newRequestId, REQUEST_ID_HEADER } from "../request/request-id.js";
 import { httpStatusOf, palmError, reasonOf, toPalmError } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { RequestCounter } from "../ops/metrics.js";

@@ -9,9 +9,9 @@
  */
 import type { DescMethod } from "@bufbuild/protobuf";
 import type { ConnectError } from "@connectrpc/connect";
-import { type Exchange, kPrincipal, type Principal } from "../api/context-keys.js";
-import { pathOf, protocolOf, webHeaders, wireProtocolOf, type NodeRequest, type WireProtocol } from "../api/http.js";
-import type { UniversalHandler } from "../api/private-apis.js";
+import { type Exchange, kPrincipal, type Principal } from "../request/context-keys.js";
+import { pathOf, protocolOf, webHeaders, wireProtocolOf, type NodeRequest, type WireProtocol } from "../wire/http.js";
+import type { UniversalHandler } from "../wire/private-apis.js";
 import { palmError } from "../errors.js";
 import type { RestRoute, RestTable } from "../rest/rest-routes.js";
 

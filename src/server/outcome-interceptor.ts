@@ -5,8 +5,8 @@
  * stream ends with, after its first message, is noted the same way.
  */
 import type { Interceptor } from "@connectrpc/connect";
-import { kExchange, kRequestId } from "../api/context-keys.js";
-import { newRequestId, REQUEST_ID_HEADER } from "../api/request-id.js";
+import { kExchange, kRequestId } from "../request/context-keys.js";
+import { newRequestId, REQUEST_ID_HEADER } from "../request/request-id.js";
 import { toPalmError } from "../errors.js";
 
 /** createOutcomeInterceptor returns the request id / error interceptor (place it first). */

@@ -10,15 +10,15 @@
  *   5. adapter   rpc-adapter.ts          gRPC, gRPC-Web, Connect: connect's handler, the interceptors
  *                src/rest/rest-handler.ts  REST: the same interceptors and service
  *   6. answer    respond.ts              the answer written, an unread body let go; a refusal in the
- *                src/api/error-answer.ts   caller's wire format
+ *                src/wire/error-answer.ts  caller's wire format
  *
  * The interceptors (routes.ts) run inside step 5 for both adapters: the outcome (request id,
  * errors normalised and noted on the exchange), the key, the quota ticket.
  */
 import type { ConnectError } from "@connectrpc/connect";
-import type { Exchange } from "../api/context-keys.js";
-import { errorAnswer } from "../api/error-answer.js";
-import { wireProtocolOf, type NodeHandlerFn, type NodeRequest, type NodeResponse, type WireProtocol } from "../api/http.js";
+import type { Exchange } from "../request/context-keys.js";
+import { errorAnswer } from "../wire/error-answer.js";
+import { wireProtocolOf, type NodeHandlerFn, type NodeRequest, type NodeResponse, type WireProtocol } from "../wire/http.js";
 import { palmError } from "../errors.js";
 import type { SiteHandler } from "../http/site-handler.js";
 import type { RestHandler } from "../rest/rest-handler.js";

@@ -6,9 +6,9 @@
  * windows also sends it a GOAWAY (endUnreadStream).
  */
 import http2 from "node:http2";
-import type { Answer } from "../api/error-answer.js";
-import type { NodeRequest, NodeResponse } from "../api/http.js";
-import { lingerOnClose, streamBodyEnded } from "../api/private-apis.js";
+import type { Answer } from "../wire/error-answer.js";
+import type { NodeRequest, NodeResponse } from "../wire/http.js";
+import { lingerOnClose, streamBodyEnded } from "../wire/private-apis.js";
 
 /** LINGER_MS: how long an HTTP/2 stream refused unread may take to fill its default window before its connection closes. */
 const LINGER_MS = 1000;

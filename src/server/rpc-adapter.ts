@@ -30,9 +30,9 @@ import {
   universalRequestFromNodeRequest,
   universalResponseToNodeResponse,
 } from "@connectrpc/connect-node";
-import type { Exchange } from "../api/context-keys.js";
-import { endOfStream, readConnectError, readEndOfStream, readTrailerError, rewriteTrailer } from "../api/error-answer.js";
-import { isEnveloped, wireProtocolOf, type NodeRequest, type NodeResponse, type WireProtocol } from "../api/http.js";
+import type { Exchange } from "../request/context-keys.js";
+import { endOfStream, readConnectError, readEndOfStream, readTrailerError, rewriteTrailer } from "../wire/error-answer.js";
+import { isEnveloped, wireProtocolOf, type NodeRequest, type NodeResponse, type WireProtocol } from "../wire/http.js";
 import {
   codeToHttpStatus,
   encodeEnvelope,
@@ -42,8 +42,8 @@ import {
   type Compression,
   type UniversalHandler,
   type UniversalServerResponse,
-} from "../api/private-apis.js";
-import { REQUEST_ID_HEADER } from "../api/request-id.js";
+} from "../wire/private-apis.js";
+import { REQUEST_ID_HEADER } from "../request/request-id.js";
 import { palmError, reasonOf, toPalmError } from "../errors.js";
 import { releaseUnreadBody } from "./respond.js";
 

@@ -7,11 +7,11 @@ import { create } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { AnalyzeResponseSchema, type AnalyzeRequest, type AnalyzeResponse, type PalmService } from "../../gen/palm/v1/palm_pb.js";
-import { kPrincipal, kQuota, kRequestId, type UsageSnapshot } from "../api/context-keys.js";
+import { kPrincipal, kQuota, kRequestId, type UsageSnapshot } from "../request/context-keys.js";
 import { badRequest, palmError, toPalmError } from "../errors.js";
 import type { AnalysisResult, Analyzer, ImageOutput, LineEnd, LineTraits } from "../inference/analyzer-types.js";
-import { MAX_IMAGE_BYTES } from "../api/limits.js";
-import { newRequestId } from "../api/request-id.js";
+import { MAX_IMAGE_BYTES } from "../limits.js";
+import { newRequestId } from "../request/request-id.js";
 
 /** PalmServiceOptions configure {@link createPalmService}. */
 export interface PalmServiceOptions {

@@ -41,7 +41,7 @@ describe.skipIf(why !== undefined)(`the image ${IMAGE}${why ? ` [skipped: ${why}
     // Host networking: the test needs no port mapping, which not every podman set-up can do.
     await run("podman", [
       ...["run", "-d", "--name", name, "--network", "host", "--read-only", "--tmpfs", "/tmp"],
-      ...["-e", `PORT=${port}`, "-e", `PALM_DEV_KEY=${key}`, "-e", "PALM_OS_TUNING=off", "-e", "PALM_WORKERS=1", IMAGE],
+      ...["-e", `PORT=${port}`, "-e", `PALM_DEV_KEY=${key}`, "-e", "PALM_WORKERS=1", IMAGE],
     ]);
     const deadline = Date.now() + 90_000;
     for (;;) {

@@ -13,7 +13,7 @@ import { startServerProcess, type ServerProcess } from "../helpers/server-proces
 let server: ServerProcess | undefined;
 afterAll(() => server?.kill("SIGKILL"));
 
-/** workerPids lists the server's descendants (its analysis workers and their helper). */
+/** workerPids lists the server's descendants (its analysis workers). */
 const workerPids = () => processTree(server!.pid).slice(1);
 
 /** startMain starts the server with a generated development key and returns it with the server. */

@@ -17,7 +17,6 @@ describe("loadConfig()", () => {
     expect(c.planLimits).toEqual({ free: 100, starter: 1000, pro: 10000 });
     expect(c.planLimits).toBe(DEFAULT_PLAN_LIMITS);
     expect(c.analyzeTimeoutMs).toBe(30_000);
-    expect(c.osTuning).toBe("off");
     expect(Object.isFrozen(c)).toBe(true);
     expect(Object.isFrozen(c.planLimits)).toBe(true);
   });
@@ -28,7 +27,6 @@ describe("loadConfig()", () => {
     expectTypeOf<Config["workers"]>().toEqualTypeOf<number | undefined>();
     expectTypeOf<Config["host"]>().toEqualTypeOf<string | undefined>();
     expectTypeOf<Config["redisKeyPrefix"]>().toEqualTypeOf<string>();
-    expectTypeOf<Config["osTuning"]>().toEqualTypeOf<"on" | "off">();
     expectTypeOf<Config["redisClusterNodes"]>().toEqualTypeOf<readonly RedisNode[] | undefined>();
     expectTypeOf<Config["corsOrigins"]>().toEqualTypeOf<readonly string[]>();
   });
@@ -50,7 +48,6 @@ describe("loadConfig()", () => {
       PALM_DEV_KEY: "palm_live_0123456789abcdef0123456789abcdef",
       PALM_ANALYZE_TIMEOUT_MS: "5000",
       PALM_WORKERS: "3",
-      PALM_OS_TUNING: "on",
       LOG_LEVEL: "debug",
     });
     expect(c).toMatchObject({
@@ -61,7 +58,6 @@ describe("loadConfig()", () => {
       devKey: "palm_live_0123456789abcdef0123456789abcdef",
       analyzeTimeoutMs: 5000,
       workers: 3,
-      osTuning: "on",
       logLevel: "debug",
     });
   });
@@ -76,7 +72,7 @@ describe("loadConfig()", () => {
         PALM_DEV_KEY: "palm_live_XYZ",
         PALM_ANALYZE_TIMEOUT_MS: "1.5",
         LOG_LEVEL: "loud",
-        PALM_OS_TUNING: "idle",
+        PALM_WORKERS: "0",
       });
     } catch (e) {
       err = e;
@@ -90,19 +86,20 @@ describe("loadConfig()", () => {
     expect(problems.join("\n")).toMatch(/PALM_DEV_KEY: expected palm_live_ followed by 32 lowercase hex/);
     expect(problems.join("\n")).toMatch(/PALM_ANALYZE_TIMEOUT_MS: expected an integer/);
     expect(problems.join("\n")).toMatch(/LOG_LEVEL: expected one of/);
-    expect(problems).toContain('PALM_OS_TUNING: expected one of on, off, got "idle"');
+    expect(problems.join("\n")).toMatch(/PALM_WORKERS: expected an integer/);
   });
 
-  it("refuses the variables PALM_OS_TUNING replaced, naming it", () => {
+  it("refuses the variables of the removed OS tuning, saying so", () => {
     let err: unknown;
     try {
-      loadConfig({ PALM_WORKER_SCHED: "normal", PALM_THREAD_NICE: "10" });
+      loadConfig({ PALM_WORKER_SCHED: "normal", PALM_THREAD_NICE: "10", PALM_OS_TUNING: "on" });
     } catch (e) {
       err = e;
     }
     expect((err as ConfigError).problems).toEqual([
-      "PALM_THREAD_NICE: no longer read; PALM_OS_TUNING=on|off replaced it (on: nice 10, as its default)",
-      "PALM_WORKER_SCHED: no longer read; PALM_OS_TUNING=on|off replaced it (on: SCHED_IDLE workers, as idle did; off: no tuning at all)",
+      "PALM_THREAD_NICE: no longer read; the OS tuning was removed: threads keep the priority they start with (docs/decisions/os-tuning.md)",
+      "PALM_WORKER_SCHED: no longer read; the OS tuning was removed: workers run under the normal policy (docs/decisions/os-tuning.md)",
+      "PALM_OS_TUNING: no longer read; the OS tuning was removed (docs/decisions/os-tuning.md): nothing to turn on or off",
     ]);
     expect(unknownVariables({ PALM_WORKER_SCHED: "normal" }), "refused, not also reported as a typo").toEqual([]);
   });

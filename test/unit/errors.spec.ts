@@ -2,7 +2,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { BadRequestSchema, ErrorInfoSchema, RetryInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { ERRORS, httpStatusOf, palmError, reasonOf, StoreUnavailableError, toPalmError } from "../../src/errors.js";
-import { ImageError, OverloadedError } from "../../src/api/engine-errors.js";
+import { ImageError, OverloadedError } from "../../src/engine-errors.js";
 
 /** SPEC.md section 6, row by row. */
 const SPEC_TABLE: [string, number, Code][] = [

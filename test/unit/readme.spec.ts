@@ -62,3 +62,49 @@ describe.each(DOCS)("%s", (doc) => {
     }
   });
 });
+
+describe("docs/design.md", () => {
+  it("draws the request path in the order src/server/request-path.ts takes it", () => {
+    const design = read("docs/design.md");
+    const diagram = design.slice(design.indexOf("Every request takes one path"), design.indexOf("**One door before any body.**"));
+    const code = read("src/server/request-path.ts");
+    const body = code.slice(code.indexOf("export function createRequestPath"));
+    // Each step as the diagram names it, and the call that takes it in the code.
+    const steps: [string, string][] = [
+      ["access-log.begin", "accessLog.begin("],
+      ["site?", "site(req, res)"],
+      ["door.decide", "door\n      .decide("],
+      ["refuse", 'verdict.kind === "refuse"'],
+      ["connect-refuses", 'verdict.kind === "connect-refuses"'],
+      ["rate-gate", "options.limits(res, exchange)"],
+      ["widenWindows", "widenWindows(req, windows)"],
+      ["rest-handler", "rest.serve("],
+    ];
+    const order = (text: string, tokens: string[]) => tokens.map((t) => text.indexOf(t));
+    const inDiagram = order(
+      diagram,
+      steps.map(([d]) => d),
+    );
+    const inCode = order(
+      body,
+      steps.map(([, c]) => c),
+    );
+    expect(
+      inDiagram.every((i) => i >= 0),
+      `diagram: ${steps.map(([d]) => d)}`,
+    ).toBe(true);
+    expect(
+      inCode.every((i) => i >= 0),
+      `code: ${steps.map(([, c]) => c)}`,
+    ).toBe(true);
+    expect(inDiagram).toEqual([...inDiagram].sort((a, b) => a - b));
+    // The code's own order: pass() is defined before the handler calls it, so compare within each.
+    expect(inCode.slice(3)).toEqual([...inCode.slice(3)].sort((a, b) => a - b));
+    const handler = body.slice(body.indexOf("return (req, res) =>"));
+    const entry = order(
+      handler,
+      steps.slice(0, 3).map(([, c]) => c),
+    );
+    expect(entry).toEqual([...entry].sort((a, b) => a - b));
+  });
+});

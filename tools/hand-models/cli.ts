@@ -1,10 +1,11 @@
 /**
  * build-hand-models converts MediaPipe's palm detector and hand-landmark model from the installed
  * `@mediapipe/hands` package into `models/hands/*.onnx` (our own TFLite -> ONNX converter; nothing
- * is downloaded). Run as the package's `postinstall` (`npm run build:hand-models`); `--if-missing`
- * keeps existing files.
+ * is downloaded). Compiled into dist/ by `npm run build` and run from there by `postinstall` and
+ * `npm run build:hand-models` (scripts/build-dist.mjs), so that a production install, without
+ * tsx, converts too; `--if-missing` keeps existing files.
  *
- *   node --import tsx tools/hand-models/cli.ts [--if-missing] [--out DIR]
+ *   node dist/tools/hand-models/cli.js [--if-missing] [--out DIR]
  */
 import { performance } from "node:perf_hooks";
 import { DEFAULT_HAND_MODEL_DIR } from "../../src/landmarks/hand-models.js";

@@ -1,7 +1,7 @@
 import sharp, { type Sharp } from "sharp";
 import { beforeAll, describe, expect, it } from "vitest";
 import { IMAGE_LIMITS, decodeImage, readImageHeader, sniffImageFormat } from "../../../src/image/decode.js";
-import { ImageError, type ImageErrorCode } from "../../../src/api/engine-errors.js";
+import { ImageError, type ImageErrorCode } from "../../../src/engine-errors.js";
 import { asymmetricRgb, corruptPngCrc, jpegOf, pngBomb, pngOf, solidJpeg } from "./helpers.js";
 
 async function expectCode(bytes: Uint8Array, code: ImageErrorCode): Promise<void> {

@@ -2,7 +2,7 @@
  * The admission queue's fairness and deadline rule, with the real engine (one worker).
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DeadlineTooShortError, OverloadedError } from "../../../src/api/engine-errors.js";
+import { DeadlineTooShortError, OverloadedError } from "../../../src/engine-errors.js";
 import { createAnalyzer, type EngineAnalyzer } from "../../../src/inference/analyzer.js";
 import { makeImage } from "../../helpers/images.js";
 

@@ -1,6 +1,6 @@
 import sharp from "sharp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ImageError, OverloadedError } from "../../../src/api/engine-errors.js";
+import { ImageError, OverloadedError } from "../../../src/engine-errors.js";
 import { LINE_NAMES, type AnalysisResult } from "../../../src/inference/analyzer-types.js";
 import { createAnalyzer, type EngineAnalyzer } from "../../../src/inference/analyzer.js";
 import { analyzeImage, createPipelineEngine } from "../../../src/inference/pipeline.js";

@@ -98,9 +98,8 @@ describe("parseModelMetadata()", () => {
     expect(m.channels).toEqual({ palm: 0, heart: 1, head: 2, life: 3 });
     expect(m.thresholds).toEqual({ palm: 0.5, heart: 0.4, head: 0.45, life: 0.55 });
     expect(m.detection).toEqual({ minPixels: 30, minConfidence: 0.6, minLines: 2 });
-    expect(m.cropMargin).toBe(0.2);
     expect(m.cropMinPalm).toBe(0.12);
-    expect(m.palmProposal).toBe(0.3);
+    expect(m).not.toHaveProperty("cropMargin"); // crop.margin and crop.proposal: the two-pass engine's, ignored
   });
 
   it("maps output channels by name, in any order", () => {
@@ -115,9 +114,7 @@ describe("parseModelMetadata()", () => {
     expect(m.normalization).toEqual({ scale: 255, mean: [0, 0, 0], std: [1, 1, 1] });
     expect(m.letterboxPad).toBe(0);
     expect(m.detection).toEqual({ minPixels: 20, minConfidence: 0.5, minLines: 1 });
-    expect(m.cropMargin).toBe(0.15);
     expect(m.cropMinPalm).toBe(0);
-    expect(m.palmProposal).toBe(m.thresholds.palm);
     expect(m.grow).toEqual({ heart: m.thresholds.heart, head: m.thresholds.head, life: m.thresholds.life });
   });
 
@@ -133,7 +130,6 @@ describe("parseModelMetadata()", () => {
     [{ thresholds: '{"palm":0.5,"heart":2,"head":0.5,"life":0.5}' }, "thresholds.heart must be a number in [0, 1]"],
     [{ output_names: "palm,heart,head" }, 'metadata "output_names" lacks "life"'],
     [{ crop: '{"margin":0.2,"min_palm":1.5}' }, "crop.min_palm must be a number in [0, 1]"],
-    [{ crop: '{"proposal":-0.1}' }, "crop.proposal must be a number in [0, 1]"],
     [{ detection: '{"min_lines":4}' }, "detection.min_lines must be a number in [1, 3]"],
     [{ grow: '{"life":0.9}' }, "grow.life must be a number in [0, 0.55]"],
     [{ detection: '{"min_lines":1.5}' }, "detection.min_lines must be an integer"],

@@ -1,8 +1,8 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { afterEach, describe, expect, it } from "vitest";
 import { DEFAULT_MODEL_PATH } from "../../../src/inference/model-session.js";
-import { createWorkerPool, type PoolWorker, type WorkerPool } from "../../../src/inference/worker-pool.js";
-import { spawnWorkerProcess } from "../../../src/api/worker-process.js";
+import { createWorkerPool, type WorkerPool } from "../../../src/inference/worker-pool.js";
+import { spawnWorkerProcess } from "../../../src/workers/worker-process.js";
 import { isAlive as alive } from "../../helpers/proc.js";
 import { fixtureImage } from "./fixtures.js";
 
@@ -68,37 +68,5 @@ describe("inference worker pool", () => {
     await pool.close();
     pool = undefined;
     expect(pids.filter(alive)).toEqual([]);
-  });
-
-  it("tells its observer of each worker's start, and of the live workers whenever one takes or finishes a job or dies", async () => {
-    const started: number[] = [];
-    const reports: PoolWorker[][] = [];
-    pool = await createWorkerPool({
-      size: 2,
-      workerData: WORKER_DATA,
-      restartDelayMs: 50,
-      observer: { started: (pid) => started.push(pid), changed: (workers) => reports.push([...workers]) },
-    });
-    const [a, b] = pool.pids();
-    expect([...started].sort()).toEqual([a, b].sort());
-    expect(reports.at(-1)).toEqual([
-      { slot: 0, pid: a, busy: false },
-      { slot: 1, pid: b, busy: false },
-    ]);
-
-    reports.length = 0;
-    await Promise.all([pool.run(fixtureImage("crop-0")), pool.run(fixtureImage("crop-0"))]);
-    expect(reports.map((r) => r.filter((w) => w.busy).length)).toEqual([1, 2, 1, 0]);
-
-    reports.length = 0;
-    process.kill(a, "SIGKILL");
-    await waitFor(() => !pool!.pids().includes(a) && pool!.idleCount() === 2);
-    const fresh = pool.pids().find((pid) => pid !== b)!;
-    expect(started.at(-1)).toBe(fresh);
-    expect(reports[0], "the dead worker leaves the list").toEqual([{ slot: 1, pid: b, busy: false }]);
-    expect(reports.at(-1), "its replacement takes its slot").toEqual([
-      { slot: 0, pid: fresh, busy: false },
-      { slot: 1, pid: b, busy: false },
-    ]);
   });
 });

@@ -8,7 +8,7 @@ import { AnalyzeRequestSchema, AnalyzeResponseSchema } from "../../../gen/palm/v
 import { reasonOf } from "../../../src/errors.js";
 import { createRestCodec, type RestCodec } from "../../../src/rest/rest-codec.js";
 import { decodeRestBody, encodeRestBody } from "../../../src/rest/rest-json.js";
-import { spawnWorker } from "../../../src/api/worker-thread.js";
+import { spawnWorker } from "../../../src/workers/worker-thread.js";
 import { catchError } from "../../helpers/in-memory.js";
 
 const image = randomBytes(300 * 1024); // a body well over the offload size

@@ -2,7 +2,7 @@ import { createClient, createRouterTransport } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { ErrorInfoSchema } from "../../../gen/google/rpc/error_details_pb.js";
 import { PalmService } from "../../../gen/palm/v1/palm_pb.js";
-import { newRequestId } from "../../../src/api/request-id.js";
+import { newRequestId } from "../../../src/request/request-id.js";
 import { createOutcomeInterceptor } from "../../../src/server/outcome-interceptor.js";
 import { catchError } from "../../helpers/in-memory.js";
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { compressionGzip } from "@connectrpc/connect-node";
-import { isEnveloped, wireProtocolOf } from "../../../src/api/http.js";
+import { isEnveloped, wireProtocolOf } from "../../../src/wire/http.js";
 import { limitedCompression, limitRequestBody } from "../../../src/server/rpc-adapter.js";
 
 class TooLarge extends Error {}

@@ -9,7 +9,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { ErrorInfoSchema } from "../../../gen/google/rpc/error_details_pb.js";
 import { ERRORS, palmError, reasonOf } from "../../../src/errors.js";
-import { endOfStream, errorAnswer, readEndOfStream } from "../../../src/api/error-answer.js";
+import { endOfStream, errorAnswer, readEndOfStream } from "../../../src/wire/error-answer.js";
 
 const refusal = () => {
   const err = palmError("invalid_api_key");

@@ -9,7 +9,7 @@ import type http2 from "node:http2";
 
 // Writing and reading each RPC protocol's error exactly as connect's clients parse it (trailers,
 // trailer frames, end-stream messages, Connect's JSON error): the public API has no encoder, and a
-// second one of our own could drift from connect's (src/api/error-answer.ts).
+// second one of our own could drift from connect's (src/wire/error-answer.ts).
 export { codeToHttpStatus, endStreamFlag, endStreamFromJson, endStreamToJson } from "@connectrpc/connect/protocol-connect";
 export { errorFromJsonBytes, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
 export { findTrailerError, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";

@@ -20,7 +20,7 @@ import {
   trailerParse,
   trailerSerialize,
 } from "./private-apis.js";
-import { newRequestId, REQUEST_ID_HEADER } from "./request-id.js";
+import { newRequestId, REQUEST_ID_HEADER } from "../request/request-id.js";
 
 /** Answer is a complete response: status, headers and the whole body. */
 export interface Answer {

@@ -3,7 +3,7 @@
  */
 import { type ConnectError, type ContextValues, createContextKey } from "@connectrpc/connect";
 import type { Logger } from "../log.js";
-import type { Protocol } from "./http.js";
+import type { Protocol } from "../wire/http.js";
 
 /** Principal is who a recognised key belongs to. */
 export interface Principal {
