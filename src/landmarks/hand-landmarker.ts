@@ -152,6 +152,31 @@ function brighten(rgb: Uint8Array, width: number, height: number): Uint8Array | 
   return out;
 }
 
+/**
+ * searchHand tries the searches of SEARCHES in order (`tryOnce`: one detector and landmark run on
+ * the photo or its brightened copy) until one gives a palm whose landmarks the landmark model
+ * accepts: a close-up can be detected as it is and yet need the zoom-out for its landmarks.
+ * Pinned by hand-landmarker.spec "finds a hand on every photo" (box-492, a close-up, needs the
+ * zoom-out) and "finds the palm on close-ups whose fingers are out of the frame".
+ */
+async function searchHand(
+  rgb: Uint8Array,
+  width: number,
+  height: number,
+  tryOnce: (image: Uint8Array, zoomOut: number) => Promise<HandDetection | null>,
+): Promise<HandDetection | null> {
+  let brightened: Uint8Array | null | undefined; // null: not dark, no brightened copy
+  for (const search of SEARCHES) {
+    if (search.brighten) {
+      if (brightened === undefined) brightened = brighten(rgb, width, height) ?? null;
+      if (!brightened) continue;
+    }
+    const found = await tryOnce(search.brighten ? brightened! : rgb, search.zoomOut);
+    if (found) return found;
+  }
+  return null;
+}
+
 async function openSession(path: string, threads: number): Promise<ort.InferenceSession> {
   return ort.InferenceSession.create(path, {
     intraOpNumThreads: threads,
@@ -213,19 +238,7 @@ export async function createHandLandmarker(options: HandLandmarkerOptions = {}):
     const t0 = performance.now();
     const timings: HandTimings = { palm: 0, landmarks: [], total: 0 };
     lastTimings = timings;
-    // The searches of SEARCHES in order, until one gives a palm whose landmarks the landmark model
-    // accepts (a close-up can be detected as it is and yet need the zoom-out for its landmarks).
-    // Pinned by hand-landmarker.spec "finds a hand on every photo" (box-492, a close-up, needs the zoom-out).
-    let brightened: Uint8Array | null | undefined; // null: not dark, no brightened copy
-    let result: HandDetection | null = null;
-    for (const search of SEARCHES) {
-      if (search.brighten) {
-        if (brightened === undefined) brightened = brighten(rgb, width, height) ?? null;
-        if (!brightened) continue;
-      }
-      result = await searchOnce(search.brighten ? brightened! : rgb, width, height, search.zoomOut, timings);
-      if (result) break;
-    }
+    const result = await searchHand(rgb, width, height, (image, zoomOut) => searchOnce(image, width, height, zoomOut, timings));
     timings.total = performance.now() - t0;
     return result;
   }
