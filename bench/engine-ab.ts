@@ -67,7 +67,7 @@ export interface EngineAbRow {
 
 /**
  * engineAb times this checkout's analyzeImage() against the one in `dir`, `rounds` alternating
- * rounds after an untimed warm-up, on the README sample at 12 MP and, when present, the real
+ * rounds after an untimed warm-up, on the README sample at 12 MP and 1 MP and, when present, the real
  * 12 MP photo IMG_0384.jpg of ../shared/real-palms.
  */
 export async function engineAb(dir: string, rounds: number): Promise<EngineAbRow[]> {
@@ -75,6 +75,7 @@ export async function engineAb(dir: string, rounds: number): Promise<EngineAbRow
   const sample = readFileSync(new URL("../examples/sample-palm.jpg", import.meta.url));
   const workloads: { name: string; bytes: Uint8Array }[] = [
     { name: "sample x 12 MP", bytes: await sharp(sample).resize(3024, 4032, { kernel: "lanczos3" }).jpeg({ quality: 92 }).toBuffer() },
+    { name: "sample x 1 MP", bytes: await sharp(sample).resize(864, 1152, { kernel: "lanczos3" }).jpeg({ quality: 92 }).toBuffer() },
   ];
   const real = resolve(new URL(".", import.meta.url).pathname, "../../shared/real-palms/IMG_0384.jpg");
   if (existsSync(real)) workloads.push({ name: "IMG_0384 (12 MP)", bytes: readFileSync(real) });
