@@ -584,16 +584,22 @@ const LEAN_ANSWER: Scenario = {
   how:
     "The photo uploaded as the raw file (`Content-Type: image/jpeg`, no base64), one request at a time, with each `images` " +
     `option: the full answer (no option), \`?images=none\`, \`?images=masks\` and \`?images=overlay&max_overlay_side=${LEAN_OVERLAY_SIDE}\`. ` +
-    "Each of 10 rounds (3 with --quick) sends all four, the order rotated by one each round, after one untimed round. " +
-    "Time: from sending the request to the answer's last byte (fetch). Measured: the median time without images over the " +
-    "median full time. The detail gives every variant's median, its ratio to the full answer and its answer's size; the " +
-    "run also prints them as a table.",
+    "Each of 12 rounds (4 with --quick) sends all four after one untimed round, in orders that form a balanced Latin " +
+    "square (over each 4 rounds every variant is once in each position and once right after each other variant). " +
+    "Time: from sending the request to the answer's last byte (fetch); server CPU: the user + system time of the server " +
+    "and its workers over the same span (/proc, 10 ms ticks), which a shared machine's load inflates far less than time. " +
+    "Measured: the median time without images over the median full time. The detail gives every variant's medians, their " +
+    "ratios to the full answer and the answer's size; the run also prints them as a table.",
   async run(ctx) {
     const w = ctx.workload("12MP JPEG");
     const server = await ctx.server(SERVERS.bench);
-    const rounds = await leanRounds(server, ctx.key, w, q(ctx, 10, 3));
+    const rounds = await leanRounds(server, ctx.key, w, q(ctx, 12, 4));
     for (const line of restTable(rounds).split("\n")) ctx.log(line);
-    const at = (i: number) => ({ ms: median(rounds.map((r) => r[i].ms)), bytes: median(rounds.map((r) => r[i].bytes)) });
+    const at = (i: number) => ({
+      ms: median(rounds.map((r) => r[i].ms)),
+      cpuMs: median(rounds.map((r) => r[i].cpuMs)),
+      bytes: median(rounds.map((r) => r[i].bytes)),
+    });
     const full = at(0);
     const kb = (b: number) => (b / 1024).toFixed(b < 10 * 1024 ? 1 : 0);
     return {
@@ -601,7 +607,10 @@ const LEAN_ANSWER: Scenario = {
       text: `${f(at(1).ms / full.ms)}x`,
       detail:
         `p50 over ${rounds.length} rounds: ` +
-        LEAN_VARIANTS.map((v, i) => `${v.name} ${ms(at(i).ms)} ms (${f(at(i).ms / full.ms)}x), ${kb(at(i).bytes)} KB`).join("; ") +
+        LEAN_VARIANTS.map(
+          (v, i) =>
+            `${v.name} ${ms(at(i).ms)} ms (${f(at(i).ms / full.ms)}x), server CPU ${ms(at(i).cpuMs)} ms (${f(at(i).cpuMs / full.cpuMs)}x), ${kb(at(i).bytes)} KB`,
+        ).join("; ") +
         `; none / full per round ${rounds.map((r) => f(r[1].ms / r[0].ms)).join(", ")}`,
     };
   },
@@ -616,12 +625,12 @@ const LEAN_ENGINE: Scenario = {
   inDefault: true,
   how:
     "Where lean-answer-rest's time goes: `analyzeImage()` in the bench process with one analysis worker's settings (as the " +
-    "floor), with each of lean-answer-rest's four `images` variants, 10 rounds (3 with --quick), the order rotated by one " +
-    "each round, after one untimed round. Reported: the median milliseconds of each engine stage per variant (printed as a " +
+    "floor), with each of lean-answer-rest's four `images` variants, 12 rounds (4 with --quick) in the same orders, after " +
+    "one untimed round. Reported: the median milliseconds of each engine stage per variant (printed as a " +
     "table); the end-to-end difference beyond the engine's is the serving path's (hand-over, base64, JSON, HTTP).",
   async run(ctx) {
     await ctx.stopServer();
-    const rounds = await leanEngineRounds(await ctx.engine(), ctx.workload("12MP JPEG"), q(ctx, 10, 3));
+    const rounds = await leanEngineRounds(await ctx.engine(), ctx.workload("12MP JPEG"), q(ctx, 12, 4));
     for (const line of engineTable(rounds).split("\n")) ctx.log(line);
     const total = (i: number) => median(rounds.map((r) => r[i].total));
     const stage = (i: number, s: "overlayEncode" | "maskEncode") => median(rounds.map((r) => r[i][s]));
