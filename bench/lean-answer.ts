@@ -88,11 +88,20 @@ export async function leanRounds(server: ServerProcess, key: string, w: Workload
   return out;
 }
 
+/** EngineSample is one analyzeImage(): its stage timings and the CPU time this process spent on it (every thread). */
+export type EngineSample = StageTimings & { cpuMs: number };
+
 /** leanEngineRounds runs `rounds` rounds of analyzeImage() in this process (each variant once per round) after one untimed round. */
-export async function leanEngineRounds(engine: PipelineEngine, w: Workload, rounds: number): Promise<StageTimings[][]> {
-  const run = async (v: LeanVariant) => (await analyzeImage(new Uint8Array(w.bytes), engine, { images: v.images })).timings;
+export async function leanEngineRounds(engine: PipelineEngine, w: Workload, rounds: number): Promise<EngineSample[][]> {
+  const run = async (v: LeanVariant): Promise<EngineSample> => {
+    const bytes = new Uint8Array(w.bytes);
+    const cpu0 = process.cpuUsage();
+    const { timings } = await analyzeImage(bytes, engine, { images: v.images });
+    const cpu = process.cpuUsage(cpu0);
+    return { ...timings, cpuMs: (cpu.user + cpu.system) / 1000 };
+  };
   await rotated(0, run);
-  const out: StageTimings[][] = [];
+  const out: EngineSample[][] = [];
   for (let r = 0; r < rounds; r++) out.push(await rotated(r, run));
   return out;
 }
@@ -119,10 +128,10 @@ export function restTable(rounds: LeanSample[][]): string {
   ].join("\n");
 }
 
-const STAGES = ["decode", "landmarks", "preprocess", "inference", "postprocess", "maskEncode", "overlayEncode", "total"] as const;
+const STAGES = ["decode", "landmarks", "preprocess", "inference", "postprocess", "maskEncode", "overlayEncode", "total", "cpuMs"] as const;
 
-/** engineTable is the side-by-side Markdown table of {@link leanEngineRounds}: median milliseconds per stage. */
-export function engineTable(rounds: StageTimings[][]): string {
+/** engineTable is the side-by-side Markdown table of {@link leanEngineRounds}: median milliseconds per stage, and CPU. */
+export function engineTable(rounds: EngineSample[][]): string {
   return [
     `| images | ${STAGES.join(" | ")} |`,
     `|---|${STAGES.map(() => "---").join("|")}|`,

@@ -626,20 +626,24 @@ const LEAN_ENGINE: Scenario = {
   how:
     "Where lean-answer-rest's time goes: `analyzeImage()` in the bench process with one analysis worker's settings (as the " +
     "floor), with each of lean-answer-rest's four `images` variants, 12 rounds (4 with --quick) in the same orders, after " +
-    "one untimed round. Reported: the median milliseconds of each engine stage per variant (printed as a " +
+    "one untimed round. Reported: the median milliseconds of each engine stage per variant, and of the CPU time the bench " +
+    "process spent on the analysis (every thread: libvips, onnxruntime; printed as a " +
     "table); the end-to-end difference beyond the engine's is the serving path's (hand-over, base64, JSON, HTTP).",
   async run(ctx) {
     await ctx.stopServer();
     const rounds = await leanEngineRounds(await ctx.engine(), ctx.workload("12MP JPEG"), q(ctx, 12, 4));
     for (const line of engineTable(rounds).split("\n")) ctx.log(line);
     const total = (i: number) => median(rounds.map((r) => r[i].total));
-    const stage = (i: number, s: "overlayEncode" | "maskEncode") => median(rounds.map((r) => r[i][s]));
+    const stage = (i: number, s: "overlayEncode" | "maskEncode" | "cpuMs") => median(rounds.map((r) => r[i][s]));
     return {
       value: total(1) / total(0),
       text: `${f(total(1) / total(0))}x`,
       detail:
         `engine total p50 over ${rounds.length} rounds: ` +
-        LEAN_VARIANTS.map((v, i) => `${v.name} ${ms(total(i))} ms (${f(total(i) / total(0))}x)`).join("; ") +
+        LEAN_VARIANTS.map(
+          (v, i) =>
+            `${v.name} ${ms(total(i))} ms (${f(total(i) / total(0))}x), CPU ${ms(stage(i, "cpuMs"))} ms (${f(stage(i, "cpuMs") / stage(0, "cpuMs"))}x)`,
+        ).join("; ") +
         `; the full answer's overlay ${ms(stage(0, "overlayEncode"))} ms and masks ${ms(stage(0, "maskEncode"))} ms` +
         `; overlay at ${LEAN_OVERLAY_SIDE} ${ms(stage(3, "overlayEncode"))} ms`,
     };
