@@ -94,7 +94,7 @@ describe("compose.yaml", () => {
     expect(compose.services.redis.image).toMatch(/^\$\{REDIS_IMAGE:-docker\.io\/library\/redis:7-[a-z]+\}$/);
     expect(compose.services.redis.command).toEqual(expect.arrayContaining(["--dir", "/data"]));
     expect(compose.services.api.depends_on.redis.condition).toBe("service_healthy");
-    expect(compose.services.api.ports).toEqual(["${HOST_PORT:-8080}:8080"]);
+    expect(compose.services.api.ports).toEqual([`\${HOST_PORT:-8080}:8080`]);
   });
 
   it("gives the API a configuration loadConfig accepts, with time to drain", () => {
