@@ -11,7 +11,7 @@ import { engineAb } from "./engine-ab.js";
 import { measureFloor } from "./floor.js";
 import { probeHealth, saturatedHealth } from "./health-probe.js";
 import { keylessCost, keylessFlood } from "./keyless.js";
-import { leanRounds } from "./lean-answer.js";
+import { LEAN_OVERLAY_SIDE, LEAN_VARIANTS, engineTable, leanEngineRounds, leanRounds, restTable } from "./lean-answer.js";
 import { median, quantile } from "./stats.js";
 import { uploadWindows } from "./upload-window.js";
 import type { Workload } from "./workloads.js";
@@ -571,7 +571,6 @@ const UPLOAD_WINDOW: Scenario = {
   },
 };
 
-/** SCENARIOS: the table. The default ones first, in the order `npm run bench` runs them. */
 // --- lean answers ------------------------------------------------------------------------------
 
 const LEAN_ANSWER: Scenario = {
@@ -583,28 +582,75 @@ const LEAN_ANSWER: Scenario = {
   target: { op: "≤", value: 0.7, unit: "x", from: "issue 31" },
   inDefault: true,
   how:
-    "The photo uploaded as the raw file (`Content-Type: image/jpeg`, no base64), one request at a time, asking for the full " +
-    "answer and for one without images (`?images=none`: no overlay drawn or encoded, no mask encoded, no base64 of them). " +
-    "Each of 10 paired rounds (3 with --quick) sends both, alternating which goes first, after one untimed pair. " +
-    "Time: from sending the request to the answer's last byte (fetch). Measured: the median time without images over the " +
-    "median full time. The detail gives both medians and both answers' sizes.",
+    "The photo uploaded as the raw file (`Content-Type: image/jpeg`, no base64), one request at a time, with each `images` " +
+    `option: the full answer (no option), \`?images=none\`, \`?images=masks\` and \`?images=overlay&max_overlay_side=${LEAN_OVERLAY_SIDE}\`. ` +
+    "Each of 12 rounds (4 with --quick) sends all four after one untimed round, in orders that form a balanced Latin " +
+    "square (over each 4 rounds every variant is once in each position and once right after each other variant). " +
+    "Time: from sending the request to the answer's last byte (fetch); server CPU: the user + system time of the server " +
+    "and its workers over the same span (/proc, 10 ms ticks), which a shared machine's load inflates far less than time. " +
+    "Measured: the median time without images over the median full time. The detail gives every variant's medians, their " +
+    "ratios to the full answer and the answer's size; the run also prints them as a table.",
   async run(ctx) {
     const w = ctx.workload("12MP JPEG");
     const server = await ctx.server(SERVERS.bench);
-    const rounds = await leanRounds(server, ctx.key, w, q(ctx, 10, 3));
-    const full = median(rounds.map((r) => r.full.ms));
-    const lean = median(rounds.map((r) => r.lean.ms));
+    const rounds = await leanRounds(server, ctx.key, w, q(ctx, 12, 4));
+    for (const line of restTable(rounds).split("\n")) ctx.log(line);
+    const at = (i: number) => ({
+      ms: median(rounds.map((r) => r[i].ms)),
+      cpuMs: median(rounds.map((r) => r[i].cpuMs)),
+      bytes: median(rounds.map((r) => r[i].bytes)),
+    });
+    const full = at(0);
     const kb = (b: number) => (b / 1024).toFixed(b < 10 * 1024 ? 1 : 0);
     return {
-      value: lean / full,
-      text: `${f(lean / full)}x`,
+      value: at(1).ms / full.ms,
+      text: `${f(at(1).ms / full.ms)}x`,
       detail:
-        `images=none p50 ${ms(lean)} ms, ${kb(median(rounds.map((r) => r.lean.bytes)))} KB; full p50 ${ms(full)} ms, ` +
-        `${kb(median(rounds.map((r) => r.full.bytes)))} KB (medians of ${rounds.length} rounds); per round ${rounds.map((r) => f(r.lean.ms / r.full.ms)).join(", ")}`,
+        `p50 over ${rounds.length} rounds: ` +
+        LEAN_VARIANTS.map(
+          (v, i) =>
+            `${v.name} ${ms(at(i).ms)} ms (${f(at(i).ms / full.ms)}x), server CPU ${ms(at(i).cpuMs)} ms (${f(at(i).cpuMs / full.cpuMs)}x), ${kb(at(i).bytes)} KB`,
+        ).join("; ") +
+        `; none / full per round ${rounds.map((r) => f(r[1].ms / r[0].ms)).join(", ")}`,
     };
   },
 };
 
+const LEAN_ENGINE: Scenario = {
+  name: "lean-answer-engine",
+  workload: "12MP JPEG",
+  protocol: "none (engine in-process)",
+  concurrency: "1",
+  server: "none",
+  inDefault: true,
+  how:
+    "Where lean-answer-rest's time goes: `analyzeImage()` in the bench process with one analysis worker's settings (as the " +
+    "floor), with each of lean-answer-rest's four `images` variants, 12 rounds (4 with --quick) in the same orders, after " +
+    "one untimed round. Reported: the median milliseconds of each engine stage per variant, and of the CPU time the bench " +
+    "process spent on the analysis (every thread: libvips, onnxruntime; printed as a " +
+    "table); the end-to-end difference beyond the engine's is the serving path's (hand-over, base64, JSON, HTTP).",
+  async run(ctx) {
+    await ctx.stopServer();
+    const rounds = await leanEngineRounds(await ctx.engine(), ctx.workload("12MP JPEG"), q(ctx, 12, 4));
+    for (const line of engineTable(rounds).split("\n")) ctx.log(line);
+    const total = (i: number) => median(rounds.map((r) => r[i].total));
+    const stage = (i: number, s: "overlayEncode" | "maskEncode" | "cpuMs") => median(rounds.map((r) => r[i][s]));
+    return {
+      value: total(1) / total(0),
+      text: `${f(total(1) / total(0))}x`,
+      detail:
+        `engine total p50 over ${rounds.length} rounds: ` +
+        LEAN_VARIANTS.map(
+          (v, i) =>
+            `${v.name} ${ms(total(i))} ms (${f(total(i) / total(0))}x), CPU ${ms(stage(i, "cpuMs"))} ms (${f(stage(i, "cpuMs") / stage(0, "cpuMs"))}x)`,
+        ).join("; ") +
+        `; the full answer's overlay ${ms(stage(0, "overlayEncode"))} ms and masks ${ms(stage(0, "maskEncode"))} ms` +
+        `; overlay at ${LEAN_OVERLAY_SIDE} ${ms(stage(3, "overlayEncode"))} ms`,
+    };
+  },
+};
+
+/** SCENARIOS: the table. The default ones first, in the order `npm run bench` runs them. */
 export const SCENARIOS: readonly Scenario[] = [
   e2eFloor("REST"),
   e2eFloor("gRPC"),
@@ -618,6 +664,7 @@ export const SCENARIOS: readonly Scenario[] = [
   keylessScenario("Connect"),
   KEYLESS_FLOOD,
   LEAN_ANSWER,
+  LEAN_ENGINE,
   ENGINE_SCALING,
   FLOOR,
   cellsScenario("12MP JPEG", "REST"),

@@ -20,7 +20,7 @@ import { decodeRestBody, encodeRestBody } from "./rest-json.js";
 export interface RestCodecOptions {
   /** Worker threads; 0 does everything inline. */
   threads: number;
-  /** Request bodies from this size on are decoded in a worker. Default 64 KiB. */
+  /** Request bodies from this size on are decoded in a worker, and responses with this many bytes of bytes fields encoded there. Default 64 KiB. */
   offloadMinBytes?: number;
   /** Starts a worker (tests keep a handle on it); default {@link spawnWorker}. */
   spawn?: typeof spawnWorker;
@@ -30,7 +30,7 @@ export interface RestCodecOptions {
 export interface RestCodec {
   /** decode parses a JSON body into `desc` (route body field `bodyField`); rejects with our ConnectErrors. */
   decode<Desc extends DescMessage>(desc: Desc, bodyField: string, bytes: Uint8Array): Promise<MessageShape<Desc>>;
-  /** encode writes `msg` as SPEC.md JSON bytes. Messages with bytes fields are encoded in a worker. */
+  /** encode writes `msg` as SPEC.md JSON bytes. Messages carrying `offloadMinBytes` or more in bytes fields are encoded in a worker. */
   encode<Desc extends DescMessage>(desc: Desc, msg: MessageShape<Desc>): Promise<Uint8Array>;
   /** close terminates the workers; pending jobs reject. */
   close(): Promise<void>;
@@ -39,6 +39,29 @@ export interface RestCodec {
 interface Slot {
   worker: Worker;
   pending: Map<number, { resolve: (r: CodecReply) => void; reject: (e: unknown) => void }>;
+}
+
+/**
+ * bytesIn counts the bytes of `msg`'s bytes fields (nested messages, lists and maps included),
+ * stopping once `enough` is reached.
+ */
+export function bytesIn(desc: DescMessage, msg: object, enough = Number.POSITIVE_INFINITY): number {
+  let n = 0;
+  const rec = msg as Record<string, unknown>;
+  const ofValue = (v: unknown, sub: DescMessage | undefined) =>
+    v instanceof Uint8Array ? v.byteLength : sub && v && typeof v === "object" ? bytesIn(sub, v, enough - n) : 0;
+  for (const f of desc.fields) {
+    if (n >= enough) break;
+    const oneof = f.oneof && (rec[f.oneof.localName] as { case?: string; value?: unknown } | undefined);
+    const v = f.oneof ? (oneof?.case === f.localName ? oneof.value : undefined) : rec[f.localName];
+    if (v === undefined || v === null) continue;
+    const sub =
+      f.fieldKind === "message" ? f.message : (f.fieldKind === "list" || f.fieldKind === "map") && f.message ? f.message : undefined;
+    if (f.fieldKind === "list") for (const e of v as unknown[]) n += ofValue(e, sub);
+    else if (f.fieldKind === "map") for (const e of Object.values(v as object)) n += ofValue(e, sub);
+    else n += ofValue(v, sub);
+  }
+  return n;
 }
 
 /** createRestCodec returns a codec with up to `threads` lazily started workers. */
@@ -120,7 +143,11 @@ export function createRestCodec(options: RestCodecOptions): RestCodec {
       return (reply as { message: unknown }).message as MessageShape<typeof desc>;
     },
     async encode(desc, msg) {
-      if (threads === 0 || !withBytesFields(desc)) return encodeRestBody(desc, msg);
+      // An answer without images (a few KB of JSON) is cheaper written here than handed to a thread
+      // (rest-codec.spec.ts, "encodes an answer without images inline").
+      if (threads === 0 || !withBytesFields(desc) || bytesIn(desc, msg, offloadMinBytes) < offloadMinBytes) {
+        return encodeRestBody(desc, msg);
+      }
       const reply = await call({ type: "encode", id: nextId++, typeName: desc.typeName, message: msg }, []);
       if (!reply) return encodeRestBody(desc, msg);
       return (reply as { bytes: Uint8Array }).bytes;

@@ -252,6 +252,22 @@ describe("binary upload errors, each leaving the quota untouched", () => {
     expect(JSON.parse(r.body).error.code).toBe("image_too_large");
   });
 
+  it("refuses a raw image/jpeg body sent without Content-Length as soon as it passes 5 MiB, in a body that never ends", async () => {
+    const { key, expectUntouched } = await freshKey();
+    const chunk = Buffer.alloc(256 * 1024, 0xff);
+    jpeg.copy(chunk, 0, 0, 64); // a JPEG's first bytes: only its size is wrong
+    const r = await rawRequest({
+      port: srv.port,
+      headers: { "x-api-key": key, "content-type": "image/jpeg", "transfer-encoding": "chunked" },
+      chunk,
+      totalBytes: 7.5 * MiB,
+      end: false,
+    });
+    expect(r.status).toBe(413);
+    expect(JSON.parse(r.body).error.code).toBe("image_too_large");
+    await expectUntouched(new Response(null, { headers: r.headers as Record<string, string> }));
+  });
+
   it("refuses a form's image part as soon as it passes 5 MiB, in a body that never ends", async () => {
     const { key, expectUntouched } = await freshKey();
     const head = Buffer.from('--b\r\nContent-Disposition: form-data; name="image"; filename="big.jpg"\r\n\r\n');

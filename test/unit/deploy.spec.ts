@@ -89,9 +89,14 @@ describe("compose.yaml", () => {
   it("starts Redis as the tests do and the API from this Dockerfile against it", () => {
     expect(compose.services.redis.command[0]).toBe("redis-server");
     expect(compose.services.redis.command).toEqual(expect.arrayContaining(["--save", ""]));
-    expect(compose.services.api.build).toBe(".");
+    expect(compose.services.api.build.context).toBe(".");
+    // Without NODE_IMAGE set, compose builds on the Dockerfile's own default base.
+    const dockerfileBase = /^ARG NODE_IMAGE=(\S+)$/m.exec(read("Dockerfile"))?.[1];
+    expect(compose.services.api.build.args.NODE_IMAGE).toBe(`\${NODE_IMAGE:-${dockerfileBase}}`);
+    expect(compose.services.redis.image).toMatch(/^\$\{REDIS_IMAGE:-docker\.io\/library\/redis:7-[a-z]+\}$/);
+    expect(compose.services.redis.command).toEqual(expect.arrayContaining(["--dir", "/data"]));
     expect(compose.services.api.depends_on.redis.condition).toBe("service_healthy");
-    expect(compose.services.api.ports).toEqual(["8080:8080"]);
+    expect(compose.services.api.ports).toEqual([`\${HOST_PORT:-8080}:8080`]);
   });
 
   it("gives the API a configuration loadConfig accepts, with time to drain", () => {

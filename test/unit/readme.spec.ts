@@ -36,12 +36,14 @@ describe("docs/operations.md", () => {
 describe("README.md", () => {
   const firstScreen = readme.split("\n").slice(0, 40).join("\n");
 
-  it("gives the two newcomer commands, a request, the demo page and saving the overlay in its first 40 lines", () => {
+  it("gives the newcomer commands, the one-command compose start, a request, the demo page and saving the overlay in its first 40 lines", () => {
     expect(firstScreen).toContain("npm install && npm start");
     expect(firstScreen).toContain("npm test");
+    expect(firstScreen).toContain("docker compose up --build");
     expect(firstScreen).toContain("<!-- curl-example -->");
     expect(firstScreen).toContain("http://localhost:8080/");
-    expect(firstScreen).toContain("<!-- overlay-example -->");
+    // The overlay command itself, its code block closed, not only its marker.
+    expect(firstScreen).toMatch(/<!-- overlay-example -->\n```sh\nnode -e .*overlay\.jpg.*\n```/);
     expect(firstScreen).toMatch(/"object":"palm\.analysis"/); // the expected output, abridged
   });
 

@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { BadRequestSchema } from "../../../gen/google/rpc/error_details_pb.js";
 import { AnalyzeRequestSchema, AnalyzeResponseSchema } from "../../../gen/palm/v1/palm_pb.js";
 import { reasonOf } from "../../../src/errors.js";
-import { createRestCodec, type RestCodec } from "../../../src/rest/rest-codec.js";
+import { bytesIn, createRestCodec, type RestCodec } from "../../../src/rest/rest-codec.js";
 import { decodeRestBody, encodeRestBody } from "../../../src/rest/rest-json.js";
 import { spawnWorker } from "../../../src/workers/worker-thread.js";
 import { catchError } from "../../helpers/in-memory.js";
@@ -96,6 +96,29 @@ describe("REST codec", () => {
     const again = await codec.decode(AnalyzeRequestSchema, "*", bytes);
     expect(Buffer.from(again.image).equals(image)).toBe(true);
     expect(started).toHaveLength(2);
+  });
+
+  it("encodes an answer without images inline, and only one carrying images in a worker", async () => {
+    const started: Worker[] = [];
+    codec = createRestCodec({
+      threads: 1,
+      spawn: (url, data) => {
+        const w = spawnWorker(url, data);
+        started.push(w);
+        return w;
+      },
+    });
+    const lean = response(new Uint8Array(0));
+    expect(Buffer.from(await codec.encode(AnalyzeResponseSchema, lean)).equals(encodeRestBody(AnalyzeResponseSchema, lean))).toBe(true);
+    expect(started).toHaveLength(0);
+    await codec.encode(AnalyzeResponseSchema, response(image));
+    expect(started).toHaveLength(1);
+  });
+
+  it("counts the bytes of nested bytes fields", () => {
+    expect(bytesIn(AnalyzeResponseSchema, response(image))).toBe(image.byteLength + 10);
+    expect(bytesIn(AnalyzeResponseSchema, response(new Uint8Array(0)))).toBe(0);
+    expect(bytesIn(AnalyzeResponseSchema, response(image), 1000)).toBeGreaterThanOrEqual(1000);
   });
 
   it("decodes small bodies inline and refuses work once closed", async () => {
