@@ -4,12 +4,16 @@
  */
 import http from "node:http";
 import http2 from "node:http2";
+import sharp from "sharp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createMemoryStore } from "../../src/auth/memory-store.js";
 import { quotaPeriodOf } from "../../src/auth/quota-period.js";
 import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
 import { createTestAnalyzer } from "../helpers/analyzer.js";
+import { PalmService } from "../../gen/palm/v1/palm_pb.js";
+import { callUnary, createGrpcJsClient } from "../helpers/grpc.js";
 import { openH2Session } from "../helpers/h2.js";
+import { makeManyScanJpeg } from "../helpers/jpeg-scans.js";
 import { makeHandPhoto, makeImage } from "../helpers/images.js";
 import { registerKey } from "../helpers/keys.js";
 import { postAnalyze } from "../helpers/rest.js";
@@ -83,6 +87,47 @@ describe("finding 1: free work through short deadlines", () => {
     expect(served.filter((s) => s !== 200)).toEqual([]);
     expect(await store.usage("attacker", quotaPeriodOf())).toBe(0);
   }, 60_000);
+});
+
+describe("finding 3: a progressive JPEG of many scans", () => {
+  it("is refused as invalid_image before it runs, over REST (HTTP/1.1) and gRPC (HTTP/2), not charged; ordinary JPEGs of its size are served", async () => {
+    const store = createMemoryStore();
+    const key = await registerKey(store, "acme", "pro");
+    const srv = await startServer({ analyzer, store });
+    const grpcJs = createGrpcJsClient(srv.port);
+    try {
+      // 10,000 x 4,000 in 2,647 scans, 431 KiB: a decoder would pass over the image 2,647 times.
+      const many = makeManyScanJpeg(10_000, 4000);
+      const rest = await fetch(`${srv.url}/v1/palm/analyze`, {
+        method: "POST",
+        headers: { "content-type": "image/jpeg", "x-api-key": key },
+        body: new Uint8Array(many),
+      });
+      const json = (await rest.json()) as { error: { code: string; message: string } };
+      expect([rest.status, json.error.code, json.error.message]).toEqual([
+        400,
+        "invalid_image",
+        "The JPEG image has 2647 scans (at most 64 are accepted).",
+      ]);
+      const grpc = await callUnary(grpcJs, PalmService.method.analyze, { image: many, images: "none" }, { "x-api-key": key });
+      expect([grpc.error?.code, grpc.error?.details]).toEqual([3, "The JPEG image has 2647 scans (at most 64 are accepted)."]);
+      expect(await store.usage("acme", quotaPeriodOf())).toBe(0);
+      // Baseline and progressive JPEGs of that size still work (lean answers: the engine's work only).
+      const photo = sharp(await makeHandPhoto(1200, 1600)).resize(10_000, 4000, { fit: "fill" });
+      for (const jpeg of [await photo.clone().jpeg().toBuffer(), await photo.clone().jpeg({ progressive: true }).toBuffer()]) {
+        const ok = await fetch(`${srv.url}/v1/palm/analyze?images=none`, {
+          method: "POST",
+          headers: { "content-type": "image/jpeg", "x-api-key": key },
+          body: new Uint8Array(jpeg),
+        });
+        expect(ok.status).toBe(200);
+      }
+      expect(await store.usage("acme", quotaPeriodOf())).toBe(2);
+    } finally {
+      grpcJs.close();
+      await srv.close();
+    }
+  }, 120_000);
 });
 
 describe("finding 4: a client that resets while its unit is reserved", () => {
