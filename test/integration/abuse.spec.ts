@@ -1,6 +1,7 @@
 /**
- * Issue 29's findings, each as an attacker would try it against a real server and engine
- * (HTTP/1.1 fetch and Connect over HTTP/1.1), with a victim client measured alongside.
+ * Issue 29's findings, each as an attacker would try it against a real server and engine (REST,
+ * Connect and gRPC over HTTP/1.1 and HTTP/2; the in-memory store and a real Redis), with a victim
+ * client measured alongside.
  */
 import http from "node:http";
 import http2 from "node:http2";
@@ -10,12 +11,15 @@ import { createMemoryStore } from "../../src/auth/memory-store.js";
 import { quotaPeriodOf } from "../../src/auth/quota-period.js";
 import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
 import { createTestAnalyzer } from "../helpers/analyzer.js";
-import { PalmService } from "../../gen/palm/v1/palm_pb.js";
+import { create, toBinary } from "@bufbuild/protobuf";
+import { AnalyzeRequestSchema, PalmService } from "../../gen/palm/v1/palm_pb.js";
+import { createRedisStore } from "../../src/auth/redis-store.js";
 import { callUnary, createGrpcJsClient } from "../helpers/grpc.js";
 import { openH2Session } from "../helpers/h2.js";
 import { makeManyScanJpeg } from "../helpers/jpeg-scans.js";
 import { makeHandPhoto, makeImage } from "../helpers/images.js";
 import { registerKey } from "../helpers/keys.js";
+import { startRedis, uniquePrefix, type RedisProcess } from "../helpers/redis.js";
 import { postAnalyze } from "../helpers/rest.js";
 import { startServer, type TestServer } from "../helpers/server.js";
 
@@ -131,50 +135,84 @@ describe("finding 3: a progressive JPEG of many scans", () => {
 });
 
 describe("finding 4: a client that resets while its unit is reserved", () => {
-  it("gives the unit back at once every time, over HTTP/1.1 and HTTP/2, whenever the reset comes", async () => {
-    const store = createMemoryStore();
-    const key = await registerKey(store, "acme", "pro");
-    const srv = await startServer({ analyzer, store, config: { analyzeTimeoutMs: 60_000 } });
-    try {
-      const body = JSON.stringify({ image: (await makeHandPhoto(1200, 1600)).toString("base64") });
-      const session = await openH2Session(srv.url);
-      const period = quotaPeriodOf();
-      for (let i = 0; i < 12; i++) {
-        let reset: () => void;
-        if (i % 2) {
-          const req = http.request({
-            host: "127.0.0.1",
-            port: srv.port,
-            path: "/v1/palm/analyze",
-            method: "POST",
-            headers: { "content-type": "application/json", "x-api-key": key },
-            agent: false,
-          });
-          req.on("error", () => {});
-          req.end(body);
-          reset = () => req.destroy();
-        } else {
-          const stream = session.request({
-            ":method": "POST",
-            ":path": "/v1/palm/analyze",
-            "content-type": "application/json",
-            "x-api-key": key,
-          });
-          stream.on("error", () => {});
-          stream.end(body);
-          reset = () => stream.close(http2.constants.NGHTTP2_CANCEL);
+  let redis: RedisProcess;
+  // Its own engine with a queue, so that a reset call may be waiting behind another client's.
+  let queued: EngineAnalyzer;
+  beforeAll(async () => {
+    [redis, queued] = await Promise.all([startRedis(), createTestAnalyzer({ workers: 1, maxQueue: 2 })]);
+  }, 120_000);
+  afterAll(async () => {
+    await Promise.all([redis?.stop(), queued?.close()]);
+  });
+
+  /** A call of each kind, reset by `reset()`: REST and gRPC on HTTP/2, REST and Connect on HTTP/1.1. */
+  const KINDS = ["rest-h2", "rest-h1", "grpc-h2", "connect-h1"] as const;
+
+  for (const storeKind of ["memory", "redis"] as const) {
+    it(`gives the unit back at once every time, on ${storeKind === "redis" ? "Redis" : "the in-memory store"}, whatever the protocol and whenever the reset comes`, async () => {
+      const store = storeKind === "redis" ? createRedisStore({ url: redis.url, keyPrefix: uniquePrefix() }) : createMemoryStore();
+      if ("ready" in store) await store.ready(5000);
+      const key = await registerKey(store, "acme", "pro");
+      const otherKey = await registerKey(store, "other", "pro");
+      const srv = await startServer({ analyzer: queued, store, config: { analyzeTimeoutMs: 60_000 } });
+      try {
+        const photo = await makeHandPhoto(1200, 1600);
+        const json = JSON.stringify({ image: photo.toString("base64") });
+        const message = toBinary(AnalyzeRequestSchema, create(AnalyzeRequestSchema, { image: photo }));
+        const envelope = Buffer.alloc(5 + message.byteLength);
+        envelope.writeUInt32BE(message.byteLength, 1);
+        envelope.set(message, 5);
+        const session = await openH2Session(srv.url);
+        const period = quotaPeriodOf();
+        for (let i = 0; i < 16; i++) {
+          const kind = KINDS[i % KINDS.length];
+          // Every other round, another client's analysis goes first: the reset one waits in the queue.
+          const other = Math.floor(i / 8) === 1 ? postAnalyze(srv.url, json, { "x-api-key": otherKey }) : undefined;
+          if (other) await expect.poll(() => queued.stats().running, { timeout: 60_000, interval: 2 }).toBe(1);
+          let reset: () => void;
+          if (kind.endsWith("h1")) {
+            const req = http.request({
+              host: "127.0.0.1",
+              port: srv.port,
+              path: kind === "rest-h1" ? "/v1/palm/analyze" : "/palm.v1.PalmService/Analyze",
+              method: "POST",
+              headers:
+                kind === "rest-h1"
+                  ? { "content-type": "application/json", "x-api-key": key }
+                  : { "content-type": "application/proto", "connect-protocol-version": "1", "x-api-key": key },
+              agent: false,
+            });
+            req.on("error", () => {});
+            req.end(kind === "rest-h1" ? json : message);
+            reset = () => req.destroy();
+          } else {
+            const stream = session.request({
+              ":method": "POST",
+              ":path": kind === "rest-h2" ? "/v1/palm/analyze" : "/palm.v1.PalmService/Analyze",
+              "x-api-key": key,
+              ...(kind === "rest-h2" ? { "content-type": "application/json" } : { "content-type": "application/grpc", te: "trailers" }),
+            });
+            stream.on("error", () => {});
+            stream.end(kind === "rest-h2" ? json : envelope);
+            reset = () => stream.close(http2.constants.NGHTTP2_CANCEL);
+          }
+          // Reset once the unit is reserved (the analysis queued or running), or at some moment
+          // from the key check on.
+          if (Math.floor(i / KINDS.length) % 2 === 0)
+            await expect.poll(() => store.usage("acme", period), { timeout: 60_000, interval: 2 }).toBe(1);
+          else await new Promise((r) => setTimeout(r, 15 * i));
+          reset();
+          // Given back at once, not when its lease (30 s) passes; nothing is charged.
+          await expect.poll(() => store.usage("acme", period), { timeout: 3000, interval: 20 }).toBe(0);
+          expect((await other)?.res.status ?? 200).toBe(200);
+          await expect.poll(() => queued.stats(), { timeout: 60_000, interval: 20 }).toMatchObject({ running: 0, queued: 0 });
+          expect(await store.usage("acme", period), `${kind}, try ${i}`).toBe(0);
         }
-        // Reset while the unit is being reserved, or while the analysis runs.
-        if (i % 4 < 2) await expect.poll(() => store.usage("acme", period), { timeout: 60_000, interval: 2 }).toBe(1);
-        else await new Promise((r) => setTimeout(r, 20 * i));
-        reset();
-        // Given back at once, not when its lease (30 s) passes.
-        await expect.poll(() => store.usage("acme", period), { timeout: 3000, interval: 20 }).toBe(0);
-        await expect.poll(() => analyzer.stats().running, { timeout: 60_000, interval: 20 }).toBe(0);
+        session.close();
+      } finally {
+        await srv.close();
+        await store.close();
       }
-      session.close();
-    } finally {
-      await srv.close();
-    }
-  }, 600_000);
+    }, 600_000);
+  }
 });
