@@ -150,8 +150,9 @@ describe("finding 4: a client that resets while its unit is reserved", () => {
 
   for (const storeKind of ["memory", "redis"] as const) {
     it(`gives the unit back at once every time, on ${storeKind === "redis" ? "Redis" : "the in-memory store"}, whatever the protocol and whenever the reset comes`, async () => {
-      const store = storeKind === "redis" ? createRedisStore({ url: redis.url, keyPrefix: uniquePrefix() }) : createMemoryStore();
-      if ("ready" in store) await store.ready(5000);
+      const redisStore = storeKind === "redis" ? createRedisStore({ url: redis.url, keyPrefix: uniquePrefix() }) : undefined;
+      await redisStore?.ready(5000);
+      const store = redisStore ?? createMemoryStore();
       const key = await registerKey(store, "acme", "pro");
       const otherKey = await registerKey(store, "other", "pro");
       const srv = await startServer({ analyzer: queued, store, config: { analyzeTimeoutMs: 60_000 } });
