@@ -93,6 +93,64 @@ describe("finding 1: free work through short deadlines", () => {
   }, 60_000);
 });
 
+describe("finding 2: rejected bodies do not starve accepted ones", () => {
+  it("decodes a victim's body in its turn, not behind 14 bodies of invalid base64 (REST, HTTP/1.1)", async () => {
+    const store = createMemoryStore();
+    const attackerKey = await registerKey(store, "attacker", "pro");
+    const victimKey = await registerKey(store, "victim", "pro");
+    // The attacker's plan lets all 14 in at once, as in the issue.
+    const rateLimits = { pro: { rate: 100, burst: 100, concurrency: 20 }, "*": { rate: 10, burst: 20, concurrency: 4 } };
+    const srv = await startServer({ analyzer, store, config: { rateLimits } });
+    try {
+      // 7.4 MiB of base64 that is invalid at its very end: all of it must be parsed to tell.
+      const invalid = Buffer.from(JSON.stringify({ image: `${"A".repeat(7.4 * 1024 * 1024)}*` }));
+      const victim = JSON.stringify({ image: (await makeHandPhoto(600, 800)).toString("base64") });
+      const order: string[] = [];
+      let sent = 0;
+      const attacks = Array.from(
+        { length: 14 },
+        (_, i) =>
+          new Promise<number>((resolve, reject) => {
+            const req = http.request(
+              {
+                host: "127.0.0.1",
+                port: srv.port,
+                path: "/v1/palm/analyze?images=none",
+                method: "POST",
+                headers: { "content-type": "application/json", "x-api-key": attackerKey },
+                agent: false,
+              },
+              (res) => {
+                res.resume();
+                res.on("end", () => {
+                  order.push(`a${i}`);
+                  resolve(res.statusCode ?? 0);
+                });
+              },
+            );
+            req.on("error", reject);
+            req.end(invalid, () => sent++);
+          }),
+      );
+      // The victim sends once every attacking body is on its way.
+      await expect.poll(() => sent, { timeout: 60_000, interval: 5 }).toBe(14);
+      const served = postAnalyze(srv.url, victim, { "x-api-key": victimKey }).then(({ res }) => {
+        order.push("victim");
+        return res.status;
+      });
+      const [statuses, victimStatus] = await Promise.all([Promise.all(attacks), served]);
+      expect(statuses).toEqual(new Array(14).fill(400));
+      expect(victimStatus).toBe(200);
+      // Served in its turn, while the attacker's bodies still wait to be decoded and refused
+      // (before, it waited behind every one of them and was answered last).
+      expect(order.length - 1 - order.indexOf("victim"), order.join(" ")).toBeGreaterThanOrEqual(3);
+      expect(await store.usage("attacker", quotaPeriodOf())).toBe(0);
+    } finally {
+      await srv.close();
+    }
+  }, 120_000);
+});
+
 describe("finding 3: a progressive JPEG of many scans", () => {
   it("is refused as invalid_image before it runs, over REST (HTTP/1.1) and gRPC (HTTP/2), not charged; ordinary JPEGs of its size are served", async () => {
     const store = createMemoryStore();

@@ -110,4 +110,39 @@ describe("REST codec", () => {
     expect(err).toBeInstanceOf(Error);
     expect(err).not.toBeInstanceOf(ConnectError);
   });
+
+  it("hands out the jobs of different clients in turn: one client's backlog of rejected bodies does not hold up another's", async () => {
+    codec = createRestCodec({ threads: 1 });
+    const done: string[] = [];
+    const track = (label: string, p: Promise<unknown>) =>
+      p.then(
+        () => done.push(label),
+        (e: unknown) => done.push(`${label}:${reasonOf(e as ConnectError) ?? String(e)}`),
+      );
+    // An attacker's 6 bodies of invalid base64, then a victim's ordinary one, then the attacker's 7th.
+    const invalid = body({ image: `${image.toString("base64")}*` });
+    const attacker = Array.from({ length: 6 }, (_, i) =>
+      track(`a${i}`, codec!.decode(AnalyzeRequestSchema, "*", invalid, { client: "mallory" })),
+    );
+    const victim = track("victim", codec.decode(AnalyzeRequestSchema, "*", body({ image: image.toString("base64") }), { client: "alice" }));
+    const late = track("a6", codec.decode(AnalyzeRequestSchema, "*", invalid, { client: "mallory" }));
+    await Promise.all([...attacker, victim, late]);
+    // The attacker's first body was already in the worker; the victim's goes next, not seventh.
+    expect(done.slice(0, 2)).toEqual(["a0:invalid_base64", "victim"]);
+    expect(done).toHaveLength(8);
+  });
+
+  it("drops a job whose request went away while it waited, with the request's reason", async () => {
+    codec = createRestCodec({ threads: 1 });
+    const bytes = body({ image: image.toString("base64") });
+    const first = codec.decode(AnalyzeRequestSchema, "*", bytes, { client: "a" });
+    const gone = new AbortController();
+    const waiting = codec.decode(AnalyzeRequestSchema, "*", bytes, { client: "b", signal: gone.signal }).then(
+      () => "decoded",
+      (e: unknown) => e,
+    );
+    gone.abort("client gone");
+    expect(await waiting).toBe("client gone");
+    expect(Buffer.from((await first).image).equals(image)).toBe(true);
+  });
 });
