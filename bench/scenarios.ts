@@ -11,6 +11,7 @@ import { engineAb } from "./engine-ab.js";
 import { measureFloor } from "./floor.js";
 import { probeHealth, saturatedHealth } from "./health-probe.js";
 import { keylessCost, keylessFlood } from "./keyless.js";
+import { abuseVictim, rateAcrossReplicas } from "./abuse.js";
 import { jpegScanCosts } from "./jpeg-scans.js";
 import { leanRounds } from "./lean-answer.js";
 import { median, quantile } from "./stats.js";
@@ -39,7 +40,7 @@ export const SERVERS = {
 export interface Target {
   op: "≤" | "≥" | "<";
   value: number;
-  unit: "x" | "ms" | "MB";
+  unit: "x" | "ms" | "MB" | "%";
   /** Where the bound comes from. */
   from: string;
 }
@@ -636,6 +637,82 @@ const JPEG_SCANS: Scenario = {
   },
 };
 
+function abuseScenario(limits: "default" | "lifted"): Scenario {
+  return {
+    name: limits === "default" ? "abuse-victim" : "abuse-victim-unlimited",
+    workload: "victim: 640x480 JPEG as JSON; attacker: issue 29's abuses 1-3",
+    protocol: "REST (victim); Connect, REST (attacker)",
+    concurrency: "1 + attacker",
+    server:
+      limits === "default"
+        ? "`npm start` on Redis, PALM_WORKERS=1, PALM_MAX_QUEUE=0, default per-client limits (attacker on free, victim on pro)"
+        : "`npm start` on Redis, PALM_WORKERS=1, PALM_MAX_QUEUE=0, per-client limits lifted",
+    target: limits === "default" ? { op: "≤", value: 2, unit: "x", from: "issue 29" } : undefined,
+    inDefault: false,
+    how:
+      "One server and two clients with keys of their own. 3 rounds (1 with --quick) of four phases of 8 s (3 s with --quick): " +
+      "the victim alone; then while the attacker sends (1) 10,000 x 4,000 PNG analyses with a 100 ms Connect deadline one " +
+      "after another, (2) 14 REST bodies of 7.4 MiB invalid base64 at once, again as soon as all are answered, (3) the " +
+      "2,647-scan 10,000 x 4,000 JPEG one after another. The victim sends its request one after another throughout (the " +
+      "full answer; time to the last byte). Both clients run in the bench process, on the server's machine. Measured: the " +
+      "largest of the three p50 under abuse / p50 alone (pooled over the rounds). The detail gives every p50, the victim's " +
+      "answers and the attacker's. abuse-victim: the default per-client limits, the attacker on the free plan (the issue's " +
+      "attacker had a 5-request plan); abuse-victim-unlimited: no per-client limit, so only the engine's own bounds and " +
+      "fair queues stand between the two.",
+    async run(ctx) {
+      await ctx.stopServer();
+      const results = await abuseVictim(q(ctx, 3, 1), q(ctx, 8, 3), limits, ctx.log);
+      const alone = median(results[0].ms);
+      const ratios = results.slice(1).map((r) => median(r.ms) / alone);
+      const worst = Math.max(...ratios);
+      const tally = (counts: Record<string | number, number>) =>
+        Object.entries(counts)
+          .map(([c, n]) => `${n}x${c}`)
+          .join(", ");
+      return {
+        value: worst,
+        text: `${f(worst)}x`,
+        detail:
+          `alone p50 ${ms(alone)} ms (${tally(results[0].statuses)}); ` +
+          results
+            .slice(1)
+            .map(
+              (r, i) =>
+                `${r.phase}: p50 ${ms(median(r.ms))} ms, ${f(ratios[i])}x (victim ${tally(r.statuses)}; attacker ${tally(r.attacks)})`,
+            )
+            .join("; "),
+      };
+    },
+  };
+}
+
+const RATE_CLUSTER: Scenario = {
+  name: "rate-limit-cluster",
+  workload: "keyed REST calls refused at once (400 missing_image), one client",
+  protocol: "REST",
+  concurrency: "16",
+  server: "two `npm start` replicas on one three-master Redis Cluster, pro plan at 50/s, burst 10",
+  target: { op: "≤", value: 5, unit: "%", from: "issue 29" },
+  inDefault: false,
+  how:
+    "A three-master Redis Cluster and two replicas on it. 16 loops send one pro client's requests to the two replicas in " +
+    "turn for 20 s (5 s with --quick): bodies the door lets in and the service refuses at once, so the gate sets the pace. " +
+    "Let in: every answer but 429 rate_limited. Expected: burst + rate x the time from the first request sent to the " +
+    "last. Measured: |let in / expected - 1|.",
+  async run(ctx) {
+    await ctx.stopServer();
+    const r = await rateAcrossReplicas(50, 10, q(ctx, 20, 5));
+    const off = Math.abs(r.admitted / r.expected - 1) * 100;
+    return {
+      value: off,
+      text: `${f(off, 1)}%`,
+      detail:
+        `let in ${r.admitted} of ${r.admitted + r.limited} in ${f(r.seconds, 1)} s against ${f(r.expected, 0)} expected ` +
+        `(${r.burst} + ${r.rate}/s x ${f(r.seconds, 1)} s): ${f(r.admitted / r.seconds, 1)}/s over the span`,
+    };
+  },
+};
+
 export const SCENARIOS: readonly Scenario[] = [
   e2eFloor("REST"),
   e2eFloor("gRPC"),
@@ -675,4 +752,7 @@ export const SCENARIOS: readonly Scenario[] = [
   ENGINE_AB,
   UPLOAD_WINDOW,
   JPEG_SCANS,
+  abuseScenario("default"),
+  abuseScenario("lifted"),
+  RATE_CLUSTER,
 ];
