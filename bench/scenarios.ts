@@ -656,7 +656,8 @@ function abuseScenario(limits: "default" | "lifted"): Scenario {
       "2,647-scan 10,000 x 4,000 JPEG one after another. The victim sends its request one after another throughout (the " +
       "full answer; time to the last byte). Both clients run in the bench process, on the server's machine. Measured: the " +
       "largest of the three p50 under abuse / p50 alone (pooled over the rounds). The detail gives every p50, the victim's " +
-      "answers and the attacker's. abuse-victim: the default per-client limits, the attacker on the free plan (the issue's " +
+      "answers, the attacker's, and the CPU seconds per second of the server (with its workers) and of the bench process " +
+      "(both clients) in each phase. abuse-victim: the default per-client limits, the attacker on the free plan (the issue's " +
       "attacker had a 5-request plan); abuse-victim-unlimited: no per-client limit, so only the engine's own bounds and " +
       "fair queues stand between the two.",
     async run(ctx) {
@@ -673,12 +674,13 @@ function abuseScenario(limits: "default" | "lifted"): Scenario {
         value: worst,
         text: `${f(worst)}x`,
         detail:
-          `alone p50 ${ms(alone)} ms (${tally(results[0].statuses)}); ` +
+          `alone p50 ${ms(alone)} ms (${tally(results[0].statuses)}; CPU s/s server ${f(results[0].cpu.server)}, clients ${f(results[0].cpu.clients)}); ` +
           results
             .slice(1)
             .map(
               (r, i) =>
-                `${r.phase}: p50 ${ms(median(r.ms))} ms, ${f(ratios[i])}x (victim ${tally(r.statuses)}; attacker ${tally(r.attacks)})`,
+                `${r.phase}: p50 ${ms(median(r.ms))} ms, ${f(ratios[i])}x (victim ${tally(r.statuses)}; attacker ${tally(r.attacks)}; ` +
+                `CPU s/s server ${f(r.cpu.server)}, clients ${f(r.cpu.clients)})`,
             )
             .join("; "),
       };
