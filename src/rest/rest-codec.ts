@@ -25,7 +25,7 @@ import { decodeRestBody, encodeRestBody } from "./rest-json.js";
 export interface RestCodecOptions {
   /** Worker threads; 0 does everything inline. */
   threads: number;
-  /** Request bodies from this size on are decoded in a worker. Default 64 KiB. */
+  /** Request bodies from this size on are decoded in a worker, and answers whose base64 would be. Default 64 KiB. */
   offloadMinBytes?: number;
   /** Starts a worker (tests keep a handle on it); default {@link spawnWorker}. */
   spawn?: typeof spawnWorker;
@@ -181,6 +181,28 @@ export function createRestCodec(options: RestCodecOptions): RestCodec {
     return v;
   }
 
+  /**
+   * imageBytes is the size of `msg`'s bytes fields in all, counted until it passes `limit`
+   * (Infinity for what it does not walk: maps).
+   */
+  function imageBytes(desc: DescMessage, msg: Record<string, unknown>, limit: number): number {
+    let total = 0;
+    for (const f of desc.fields) {
+      if (f.fieldKind === "map") return Number.POSITIVE_INFINITY;
+      const holder = f.oneof ? (msg[f.oneof.localName] as { case?: string; value?: unknown } | undefined) : undefined;
+      const value = f.oneof ? (holder?.case === f.localName ? holder.value : undefined) : msg[f.localName];
+      if (value === undefined || value === null) continue;
+      const values = Array.isArray(value) ? value : [value];
+      if ((f.fieldKind === "scalar" || f.fieldKind === "list") && f.scalar === ScalarType.BYTES) {
+        for (const v of values) total += (v as Uint8Array).byteLength;
+      } else if (f.message && withBytesFields(f.message)) {
+        for (const v of values) total += imageBytes(f.message, v as Record<string, unknown>, limit - total);
+      }
+      if (total > limit) return total;
+    }
+    return total;
+  }
+
   return {
     async decode(desc, bodyField, bytes, job) {
       if (threads === 0 || bytes.byteLength < offloadMinBytes) return decodeRestBody(desc, bodyField, bytes);
@@ -191,7 +213,10 @@ export function createRestCodec(options: RestCodecOptions): RestCodec {
       return (reply as { message: unknown }).message as MessageShape<typeof desc>;
     },
     async encode(desc, msg, job) {
-      if (threads === 0 || !withBytesFields(desc)) return encodeRestBody(desc, msg);
+      // Small answers (base64 of under offloadMinBytes) inline, as small bodies are decoded: they
+      // never wait behind another client's large job (rest-codec.spec, "small answers inline").
+      if (threads === 0 || !withBytesFields(desc) || imageBytes(desc, msg, (offloadMinBytes * 3) / 4) <= (offloadMinBytes * 3) / 4)
+        return encodeRestBody(desc, msg);
       const reply = await call({ type: "encode", id: nextId++, typeName: desc.typeName, message: msg }, [], job);
       if (!reply) return encodeRestBody(desc, msg);
       return (reply as { bytes: Uint8Array }).bytes;

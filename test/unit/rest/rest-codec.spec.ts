@@ -145,4 +145,23 @@ describe("REST codec", () => {
     expect(await waiting).toBe("client gone");
     expect(Buffer.from((await first).image).equals(image)).toBe(true);
   });
+
+  it("encodes small answers inline, so they never wait behind another client's large job, and large ones in a worker", async () => {
+    const started: Worker[] = [];
+    codec = createRestCodec({
+      threads: 1,
+      spawn: (url, data) => {
+        const w = spawnWorker(url, data);
+        started.push(w);
+        return w;
+      },
+    });
+    // 40 KiB of image bytes in all (overlay and masks): base64 under 64 KiB.
+    const small = response(image.subarray(0, 40 * 1024));
+    expect(Buffer.from(await codec.encode(AnalyzeResponseSchema, small)).equals(encodeRestBody(AnalyzeResponseSchema, small))).toBe(true);
+    expect(started).toHaveLength(0);
+    const large = response(image);
+    expect(Buffer.from(await codec.encode(AnalyzeResponseSchema, large)).equals(encodeRestBody(AnalyzeResponseSchema, large))).toBe(true);
+    expect(started).toHaveLength(1);
+  });
 });
