@@ -12,6 +12,8 @@ import { measureFloor } from "./floor.js";
 import { probeHealth, saturatedHealth } from "./health-probe.js";
 import { keylessCost, keylessFlood } from "./keyless.js";
 import { LEAN_OVERLAY_SIDE, LEAN_VARIANTS, engineTable, leanEngineRounds, leanRounds, restTable } from "./lean-answer.js";
+import { abuseVictim, rateAcrossReplicas } from "./abuse.js";
+import { jpegScanCosts } from "./jpeg-scans.js";
 import { median, quantile } from "./stats.js";
 import { uploadWindows } from "./upload-window.js";
 import type { Workload } from "./workloads.js";
@@ -38,7 +40,7 @@ export const SERVERS = {
 export interface Target {
   op: "≤" | "≥" | "<";
   value: number;
-  unit: "x" | "ms" | "MB";
+  unit: "x" | "ms" | "MB" | "%";
   /** Where the bound comes from. */
   from: string;
 }
@@ -650,6 +652,114 @@ const LEAN_ENGINE: Scenario = {
   },
 };
 
+// --- fair under abuse (issue 29) ----------------------------------------------------------------
+
+const JPEG_SCANS: Scenario = {
+  name: "jpeg-scan-cost",
+  workload: "10000x4000 JPEG: baseline, progressive, 64 and 2,647 scans",
+  protocol: "(decode in the bench process)",
+  concurrency: "1",
+  server: "none",
+  target: { op: "≤", value: 3, unit: "x", from: "issue 29: a few times an ordinary photo of its pixel size" },
+  inDefault: false,
+  how:
+    "Each file decoded as the engine decodes it (sharp: flattened, sRGB, raw 8-bit) without the scan bound, 5 rounds (2 " +
+    "with --quick) after an untimed one, the files in turn within a round (the 2,647-scan attack in the first round " +
+    "only: it takes seconds). The 64-scan file is the costliest the bound lets through: every scan over the whole " +
+    "image. Measured: its median decode time over the baseline photo's (docs/decisions/jpeg-scan-limit.md).",
+  async run(ctx) {
+    await ctx.stopServer();
+    const costs = await jpegScanCosts(q(ctx, 5, 2));
+    const base = costs[0].ms;
+    const bound = costs.find((c) => c.scans === 64)!;
+    return {
+      value: bound.ms / base,
+      text: `${f(bound.ms / base)}x`,
+      detail: costs
+        .map((c) => `${c.name} (${c.scans} scans, ${(c.bytes / 1024).toFixed(0)} KiB) ${ms(c.ms)} ms, ${f(c.ms / base)}x`)
+        .join("; "),
+    };
+  },
+};
+
+function abuseScenario(limits: "default" | "lifted"): Scenario {
+  return {
+    name: limits === "default" ? "abuse-victim" : "abuse-victim-unlimited",
+    workload: "victim: 640x480 JPEG as JSON; attacker: issue 29's abuses 1-3",
+    protocol: "REST (victim); Connect, REST (attacker)",
+    concurrency: "1 + attacker",
+    server:
+      limits === "default"
+        ? "`npm start` on Redis, PALM_WORKERS=1, PALM_MAX_QUEUE=0, default per-client limits (attacker on free, victim on pro)"
+        : "`npm start` on Redis, PALM_WORKERS=1, PALM_MAX_QUEUE=0, per-client limits lifted",
+    target: limits === "default" ? { op: "≤", value: 2, unit: "x", from: "issue 29" } : undefined,
+    inDefault: false,
+    how:
+      "One server and two clients with keys of their own. 3 rounds (1 with --quick) of four phases of 8 s (3 s with --quick): " +
+      "the victim alone; then while the attacker sends (1) 10,000 x 4,000 PNG analyses with a 100 ms Connect deadline one " +
+      "after another, (2) 14 REST bodies of 7.4 MiB invalid base64 at once, again as soon as all are answered, (3) the " +
+      "2,647-scan 10,000 x 4,000 JPEG one after another. The victim sends its request one after another throughout (the " +
+      "full answer; time to the last byte). Both clients run in the bench process, on the server's machine. Measured: the " +
+      "largest of the three p50 under abuse / p50 alone (pooled over the rounds). The detail gives every p50, the victim's " +
+      "answers, the attacker's, and the CPU seconds per second of the server (with its workers) and of the bench process " +
+      "(both clients) in each phase. abuse-victim: the default per-client limits, the attacker on the free plan (the issue's " +
+      "attacker had a 5-request plan); abuse-victim-unlimited: no per-client limit, so only the engine's own bounds and " +
+      "fair queues stand between the two.",
+    async run(ctx) {
+      await ctx.stopServer();
+      const results = await abuseVictim(q(ctx, 3, 1), q(ctx, 8, 3), limits, ctx.log);
+      const alone = median(results[0].ms);
+      const ratios = results.slice(1).map((r) => median(r.ms) / alone);
+      const worst = Math.max(...ratios);
+      const tally = (counts: Record<string | number, number>) =>
+        Object.entries(counts)
+          .map(([c, n]) => `${n}x${c}`)
+          .join(", ");
+      return {
+        value: worst,
+        text: `${f(worst)}x`,
+        detail:
+          `alone p50 ${ms(alone)} ms (${tally(results[0].statuses)}; CPU s/s server ${f(results[0].cpu.server)}, clients ${f(results[0].cpu.clients)}); ` +
+          results
+            .slice(1)
+            .map(
+              (r, i) =>
+                `${r.phase}: p50 ${ms(median(r.ms))} ms, ${f(ratios[i])}x (victim ${tally(r.statuses)}; attacker ${tally(r.attacks)}; ` +
+                `CPU s/s server ${f(r.cpu.server)}, clients ${f(r.cpu.clients)})`,
+            )
+            .join("; "),
+      };
+    },
+  };
+}
+
+const RATE_CLUSTER: Scenario = {
+  name: "rate-limit-cluster",
+  workload: "keyed REST calls refused at once (400 missing_image), one client",
+  protocol: "REST",
+  concurrency: "16",
+  server: "two `npm start` replicas on one three-master Redis Cluster, pro plan at 50/s, burst 10",
+  target: { op: "≤", value: 5, unit: "%", from: "issue 29" },
+  inDefault: false,
+  how:
+    "A three-master Redis Cluster and two replicas on it. 16 loops send one pro client's requests to the two replicas in " +
+    "turn for 20 s (5 s with --quick): bodies the door lets in and the service refuses at once, so the gate sets the pace. " +
+    "Let in: every answer but 429 rate_limited. Expected: burst + rate x the time from the first request sent to the " +
+    "last. Measured: |let in / expected - 1|.",
+  async run(ctx) {
+    await ctx.stopServer();
+    const r = await rateAcrossReplicas(50, 10, q(ctx, 20, 5));
+    const off = Math.abs(r.admitted / r.expected - 1) * 100;
+    return {
+      value: off,
+      text: `${f(off, 1)}%`,
+      detail:
+        `let in ${r.admitted} of ${r.admitted + r.limited} in ${f(r.seconds, 1)} s against ${f(r.expected, 0)} expected ` +
+        `(${r.burst} + ${r.rate}/s x ${f(r.seconds, 1)} s): ${f(r.admitted / r.seconds, 1)}/s over the span`,
+    };
+  },
+};
+
 /** SCENARIOS: the table. The default ones first, in the order `npm run bench` runs them. */
 export const SCENARIOS: readonly Scenario[] = [
   e2eFloor("REST"),
@@ -684,4 +794,8 @@ export const SCENARIOS: readonly Scenario[] = [
   AB_THROUGHPUT,
   ENGINE_AB,
   UPLOAD_WINDOW,
+  JPEG_SCANS,
+  abuseScenario("default"),
+  abuseScenario("lifted"),
+  RATE_CLUSTER,
 ];

@@ -1,8 +1,8 @@
 /**
  * CORS for browsers on other origins (PALM_CORS_ORIGINS): preflights answered for every API path
  * (REST, Connect, gRPC-Web), the response headers a client needs exposed (request id, quota,
- * Retry-After, gRPC-Web's status headers). The page the service serves itself is same-origin and
- * needs none of this. test/integration/cors.spec.ts pins the answers.
+ * Retry-After, RateLimit-Policy and RateLimit, gRPC-Web's status headers). The page the service
+ * serves itself is same-origin and needs none of this. test/integration/cors.spec.ts pins them.
  */
 import { cors as connectCors } from "@connectrpc/connect";
 import type { NodeHandlerFn } from "../wire/http.js";
@@ -21,7 +21,7 @@ export interface CorsOptions {
 /** ALLOWED_HEADERS: what Connect and gRPC-Web clients send, plus our key header. */
 export const CORS_ALLOWED_HEADERS = Object.freeze([...new Set([...connectCors.allowedHeaders, "x-api-key"].map((h) => h.toLowerCase()))]);
 
-/** EXPOSED_HEADERS: the request id, the quota, Retry-After, and gRPC-Web's status headers. */
+/** EXPOSED_HEADERS: the request id, the quota, Retry-After, the rate limit, and gRPC-Web's status headers. */
 export const CORS_EXPOSED_HEADERS = Object.freeze([
   ...new Set(
     [
@@ -30,6 +30,8 @@ export const CORS_EXPOSED_HEADERS = Object.freeze([
       "x-monthly-quota-remaining",
       "x-monthly-quota-reset",
       "retry-after",
+      "ratelimit-policy",
+      "ratelimit",
       ...connectCors.exposedHeaders,
     ].map((h) => h.toLowerCase()),
   ),

@@ -6,6 +6,7 @@ import sharp from "sharp";
 import type { Metadata, OutputInfo } from "sharp";
 import { MAX_IMAGE_BYTES } from "../limits.js";
 import { ImageError } from "../engine-errors.js";
+import { checkJpegCost } from "./jpeg-structure.js";
 
 /** ImageFormat is one of the two accepted input formats. */
 export type ImageFormat = "jpeg" | "png";
@@ -79,8 +80,9 @@ function asBuffer(bytes: Uint8Array): Buffer {
 
 /**
  * checkImageFile is the cheap synchronous part of the input checks: throws {@link ImageError}
- * `image_too_large` over {@link IMAGE_LIMITS}.maxBytes and `unsupported_image_format` unless the
- * leading bytes are JPEG or PNG; returns the format.
+ * `image_too_large` over {@link IMAGE_LIMITS}.maxBytes, `unsupported_image_format` unless the
+ * leading bytes are JPEG or PNG, and `invalid_image` for a JPEG whose decoding would cost more than
+ * its pixel count says ({@link checkJpegCost}: a walk over its markers); returns the format.
  */
 export function checkImageFile(bytes: Uint8Array): ImageFormat {
   if (bytes.byteLength > IMAGE_LIMITS.maxBytes) {
@@ -93,6 +95,7 @@ export function checkImageFile(bytes: Uint8Array): ImageFormat {
   if (format === undefined) {
     throw new ImageError("unsupported_image_format", "The image must be a JPEG or PNG file.");
   }
+  if (format === "jpeg") checkJpegCost(bytes);
   return format;
 }
 

@@ -10,9 +10,10 @@
  * backlog never pushes others into `overloaded` (test/unit/inference/admission.spec.ts).
  *
  * Deadlines: an analysis whose deadline is sooner than it is expected to take ({@link
- * AdmissionQueue.expectedMs}: learnt from recent analyses of images no larger, finished or stopped
- * unfinished) is refused before it starts (DeadlineTooShortError, 504, nothing run), so work that
- * nobody will wait for is not started again (test/integration/abuse.spec.ts, finding 1).
+ * AdmissionQueue.expectedMs}: a lower bound learnt from recent analyses, finished or stopped
+ * unfinished, scaled to the image's pixel count) is refused before it starts
+ * (DeadlineTooShortError, 504, nothing run), so work that nobody will wait for is not started
+ * (test/integration/abuse.spec.ts, finding 1; test/unit/inference/admission.spec.ts).
  */
 import { DeadlineTooShortError, OverloadedError } from "../engine-errors.js";
 import type { AnalysisResult, AnalyzeOptions, ImageOutput } from "./analyzer-types.js";
@@ -42,6 +43,14 @@ interface Pending {
   held: boolean;
 }
 
+/** Finished is a finished analysis as the deadline rule remembers it. */
+interface Finished {
+  pixels: number;
+  ms: number;
+  /** Of `ms`, the decode stage: the part that grows with the pixel count. */
+  decodeMs: number;
+}
+
 /** abortReason is the signal's reason, or an AbortError where it has none. */
 export function abortReason(signal: AbortSignal): unknown {
   return signal.reason ?? new DOMException("The operation was aborted.", "AbortError");
@@ -54,8 +63,13 @@ export class AdmissionQueue {
   private closedFlag = false;
   /** Running mean of analysis durations, ms, for the Retry-After hint. */
   private meanMs = 1000;
-  /** The last analyses that ran: pixels and time (ms) finished, or run until stopped unfinished. */
-  private readonly recent: { pixels: number; ms: number; unfinished: boolean }[] = [];
+  /** The last analyses that finished: pixels, time (ms) and the part of it spent decoding. */
+  private readonly finished: Finished[] = [];
+  /**
+   * The last analyses stopped unfinished by their deadline: pixels and time run. Kept apart from
+   * the finished ones, so that a stream of small analyses does not make the rule forget them.
+   */
+  private readonly unfinished: { pixels: number; ms: number }[] = [];
   /** The client served last (round robin). */
   private lastClient = "";
 
@@ -199,50 +213,72 @@ export class AdmissionQueue {
   }
 
   /**
-   * expectedMs is the least an analysis of `pixels` is expected to take, from recent analyses of
-   * images no larger (a larger image never takes less): the fastest that finished, and at least
-   * the longest that was stopped unfinished (its deadline passed while it ran); 0 when none is known.
+   * expectedMs is the least an analysis of `pixels` is expected to take (0 when nothing is known),
+   * the largest of three lower bounds: the fastest finished analysis of an image no larger (a
+   * larger image never takes less); the fixed part plus the decode time per pixel, each the least
+   * seen, times `pixels` (so that an image far larger than any seen is not expected to take what a
+   * small one did); and the longest run stopped unfinished of an image no larger. Unknown `pixels`
+   * compares with every image.
    */
   private expectedMs(pixels: number | undefined): number {
     let fastest = Number.POSITIVE_INFINITY;
-    let unfinished = 0;
-    for (const r of this.recent) {
-      if (pixels !== undefined && r.pixels > pixels) continue;
-      if (r.unfinished) unfinished = Math.max(unfinished, r.ms);
-      else fastest = Math.min(fastest, r.ms);
+    let fixed = Number.POSITIVE_INFINITY;
+    let perPixel = Number.POSITIVE_INFINITY;
+    for (const r of this.finished) {
+      fixed = Math.min(fixed, r.ms - r.decodeMs);
+      if (r.pixels > 0) perPixel = Math.min(perPixel, r.decodeMs / r.pixels);
+      if (pixels === undefined || r.pixels <= pixels) fastest = Math.min(fastest, r.ms);
     }
-    return Math.max(Number.isFinite(fastest) ? fastest : 0, unfinished);
+    let expected = Number.isFinite(fastest) ? fastest : 0;
+    if (pixels !== undefined && Number.isFinite(fixed) && Number.isFinite(perPixel))
+      expected = Math.max(expected, fixed + perPixel * pixels);
+    for (const u of this.unfinished) if (pixels === undefined || u.pixels <= pixels) expected = Math.max(expected, u.ms);
+    return expected;
   }
 
-  private remember(r: { pixels: number; ms: number; unfinished: boolean }): void {
-    this.recent.push(r);
-    if (this.recent.length > RECENT_ANALYSES) this.recent.shift();
+  /**
+   * finishedOne remembers a finished analysis; a run stopped unfinished of an image no larger that
+   * had run longer is forgotten (the replica was slower then, or busier).
+   */
+  private finishedOne(r: Finished): void {
+    this.finished.push(r);
+    if (this.finished.length > RECENT_ANALYSES) this.finished.shift();
+    for (let i = this.unfinished.length - 1; i >= 0; i--) {
+      const u = this.unfinished[i];
+      if (u.pixels <= r.pixels && u.ms > r.ms) this.unfinished.splice(i, 1);
+    }
+  }
+
+  private unfinishedOne(r: { pixels: number; ms: number }): void {
+    this.unfinished.push(r);
+    if (this.unfinished.length > RECENT_ANALYSES) this.unfinished.shift();
   }
 
   private start(p: Pending): void {
     this.runningCount++;
     const started = performance.now();
-    this.pool
-      .run(p.bytes, { signal: p.signal, images: p.images })
-      .then(
-        ({ result, timings }) => {
-          const ms = performance.now() - started;
-          this.meanMs = 0.8 * this.meanMs + 0.2 * ms;
-          this.remember({ pixels: p.pixels ?? result.width * result.height, ms, unfinished: false });
-          this.onTimings?.(timings);
-          if (this.settle(p)) p.resolve(result);
-        },
-        (e) => {
-          // Stopped unfinished by its signal: an image of that size takes longer than this.
-          if (p.signal?.aborted)
-            this.remember({ pixels: p.pixels ?? Number.POSITIVE_INFINITY, ms: performance.now() - started, unfinished: true });
-          if (this.settle(p)) p.reject(e);
-        },
-      )
-      .finally(() => {
-        this.runningCount--;
-        this.dispatch();
-      });
+    // Its place is free before its caller hears: a client that sends its next analysis on the
+    // answer finds the place its last one left (admission.spec.ts, "deadline rule").
+    const ended = () => {
+      this.runningCount--;
+      this.dispatch();
+    };
+    this.pool.run(p.bytes, { signal: p.signal, images: p.images }).then(
+      ({ result, timings }) => {
+        const ms = performance.now() - started;
+        this.meanMs = 0.8 * this.meanMs + 0.2 * ms;
+        this.finishedOne({ pixels: p.pixels ?? result.width * result.height, ms, decodeMs: Math.min(ms, timings.decode) });
+        ended();
+        this.onTimings?.(timings);
+        if (this.settle(p)) p.resolve(result);
+      },
+      (e) => {
+        // Stopped unfinished by its signal: an image of that size takes longer than this.
+        if (p.signal?.aborted) this.unfinishedOne({ pixels: p.pixels ?? Number.POSITIVE_INFINITY, ms: performance.now() - started });
+        ended();
+        if (this.settle(p)) p.reject(e);
+      },
+    );
     // Running jobs no longer need the caller's bytes.
     p.bytes = new Uint8Array(0);
   }

@@ -8,6 +8,11 @@
  * worker dies (or fails for any reason but the input's) is redone inline, so a client never
  * pays for a codec fault with a 500 after its analysis was charged; the next job starts a
  * fresh worker.
+ *
+ * Fair: each worker takes one job at a time, and waiting jobs are handed out client by client in
+ * turn (round robin), so one client's large bodies, rejected or not, never make another client's
+ * wait behind all of them (issue 29, finding 2; test/unit/rest/rest-codec.spec.ts, "in turn").
+ * A job whose request has gone away while it waited is dropped.
  */
 import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
 import { ScalarType } from "@bufbuild/protobuf";
@@ -20,7 +25,7 @@ import { decodeRestBody, encodeRestBody } from "./rest-json.js";
 export interface RestCodecOptions {
   /** Worker threads; 0 does everything inline. */
   threads: number;
-  /** Request bodies from this size on are decoded in a worker, and responses with this many bytes of bytes fields encoded there. Default 64 KiB. */
+  /** Request bodies from this size on are decoded in a worker, and answers whose base64 would be. Default 64 KiB. */
   offloadMinBytes?: number;
   /** Starts a worker (tests keep a handle on it); default {@link spawnWorker}. */
   spawn?: typeof spawnWorker;
@@ -28,17 +33,44 @@ export interface RestCodecOptions {
 
 /** RestCodec decodes REST requests and encodes REST responses. */
 export interface RestCodec {
-  /** decode parses a JSON body into `desc` (route body field `bodyField`); rejects with our ConnectErrors. */
-  decode<Desc extends DescMessage>(desc: Desc, bodyField: string, bytes: Uint8Array): Promise<MessageShape<Desc>>;
-  /** encode writes `msg` as SPEC.md JSON bytes. Messages carrying `offloadMinBytes` or more in bytes fields are encoded in a worker. */
-  encode<Desc extends DescMessage>(desc: Desc, msg: MessageShape<Desc>): Promise<Uint8Array>;
+  /**
+   * decode parses a JSON body into `desc` (route body field `bodyField`); rejects with our
+   * ConnectErrors, or with `job.signal`'s reason when it aborts while the job waits.
+   */
+  decode<Desc extends DescMessage>(desc: Desc, bodyField: string, bytes: Uint8Array, job?: CodecJob): Promise<MessageShape<Desc>>;
+  /** encode writes `msg` as SPEC.md JSON bytes. Messages with bytes fields are encoded in a worker. */
+  encode<Desc extends DescMessage>(desc: Desc, msg: MessageShape<Desc>, job?: CodecJob): Promise<Uint8Array>;
   /** close terminates the workers; pending jobs reject. */
   close(): Promise<void>;
 }
 
+/** CodecJob says whose a job is, for the fair order, and when nobody waits for it any more. */
+export interface CodecJob {
+  /** The client it is done for ("" when unnamed). */
+  client?: string;
+  signal?: AbortSignal;
+}
+
+/** Gone carries the reason of a request that went away while its job waited. */
+class Gone {
+  constructor(readonly reason: unknown) {}
+}
+
+/** Waiting is a job not yet handed to a worker. */
+interface Waiting {
+  client: string;
+  req: CodecRequest;
+  transfer: ArrayBuffer[];
+  signal?: AbortSignal;
+  onAbort?: () => void;
+  resolve: (r: CodecReply) => void;
+  reject: (e: unknown) => void;
+}
+
 interface Slot {
   worker: Worker;
-  pending: Map<number, { resolve: (r: CodecReply) => void; reject: (e: unknown) => void }>;
+  /** The one job it runs, if any. */
+  job: Waiting | undefined;
 }
 
 /**
@@ -70,22 +102,29 @@ export function createRestCodec(options: RestCodecOptions): RestCodec {
   const offloadMinBytes = options.offloadMinBytes ?? 64 * 1024;
   const slots: (Slot | undefined)[] = Array.from({ length: threads }, () => undefined);
   const hasBytes = new Map<string, boolean>();
+  const waiting: Waiting[] = [];
+  /** The client served last (round robin). */
+  let lastClient = "";
   let nextId = 1;
   let closed = false;
 
   function start(i: number): Slot {
     const worker = (options.spawn ?? spawnWorker)(siblingModuleUrl(import.meta.url, "rest-codec-worker"), undefined);
     worker.unref();
-    const slot: Slot = { worker, pending: new Map() };
+    const slot: Slot = { worker, job: undefined };
     worker.on("message", (reply: CodecReply) => {
-      const job = slot.pending.get(reply.id);
-      slot.pending.delete(reply.id);
-      job?.resolve(reply);
+      const job = slot.job;
+      if (job?.req.id !== reply.id) return;
+      slot.job = undefined;
+      job.resolve(reply);
+      pump();
     });
     const onDeath = (cause: unknown) => {
       if (slots[i] === slot) slots[i] = undefined;
-      for (const job of slot.pending.values()) job.reject(new Error("The REST codec worker stopped unexpectedly.", { cause }));
-      slot.pending.clear();
+      const job = slot.job;
+      slot.job = undefined;
+      job?.reject(new Error("The REST codec worker stopped unexpectedly.", { cause }));
+      pump();
     };
     worker.on("error", onDeath);
     worker.on("exit", (code) => onDeath(new Error(`worker exited with code ${code}`)));
@@ -93,25 +132,57 @@ export function createRestCodec(options: RestCodecOptions): RestCodec {
     return slot;
   }
 
-  /** The least busy worker, started if need be. */
-  function pick(): Slot {
-    let best = -1;
-    for (let i = 0; i < slots.length; i++) {
-      const s = slots[i];
-      if (!s) return start(i);
-      if (best < 0 || s.pending.size < slots[best]!.pending.size) best = i;
+  /**
+   * nextIndex is the index in `waiting` of the next job to hand out: the oldest of the first
+   * client after the one served last (in the clients' sorted order); -1 when none waits.
+   */
+  function nextIndex(): number {
+    const firstOf = new Map<string, number>();
+    waiting.forEach((w, i) => {
+      if (!firstOf.has(w.client)) firstOf.set(w.client, i);
+    });
+    if (firstOf.size === 0) return -1;
+    const clients = [...firstOf.keys()].sort();
+    return firstOf.get(clients.find((c) => c > lastClient) ?? clients[0]) as number;
+  }
+
+  /** pump hands waiting jobs to idle workers (started if need be), in the fair order. */
+  function pump(): void {
+    if (closed) return;
+    for (let i = 0; i < slots.length && waiting.length > 0; i++) {
+      let slot = slots[i];
+      if (slot?.job) continue;
+      const job = waiting.splice(nextIndex(), 1)[0];
+      lastClient = job.client;
+      if (job.signal && job.onAbort) job.signal.removeEventListener("abort", job.onAbort);
+      slot ??= start(i);
+      slot.job = job;
+      slot.worker.postMessage(job.req, job.transfer);
     }
-    return slots[best]!;
   }
 
   /** Runs `req` in a worker; undefined when the worker failed (not the input): redo it inline. */
-  async function call(req: CodecRequest, transfer: ArrayBuffer[]): Promise<CodecReply | undefined> {
+  async function call(req: CodecRequest, transfer: ArrayBuffer[], job: CodecJob = {}): Promise<CodecReply | undefined> {
     if (closed) throw new Error("The REST codec is closed.");
-    const slot = pick();
+    const { signal } = job;
+    if (signal?.aborted) throw signal.reason;
     const reply = await new Promise<CodecReply>((resolve, reject) => {
-      slot.pending.set(req.id, { resolve, reject });
-      slot.worker.postMessage(req, transfer);
-    }).catch(() => undefined);
+      const w: Waiting = { client: job.client ?? "", req, transfer, signal, resolve, reject };
+      if (signal) {
+        w.onAbort = () => {
+          const i = waiting.indexOf(w);
+          if (i >= 0) waiting.splice(i, 1);
+          reject(new Gone(signal.reason));
+        };
+        signal.addEventListener("abort", w.onAbort, { once: true });
+      }
+      waiting.push(w);
+      pump();
+    }).catch((e: unknown) => {
+      // Gone while it waited: the request's own reason; a worker fault: redone inline.
+      if (e instanceof Gone) throw e.reason;
+      return undefined;
+    });
     if (reply && !reply.ok) {
       if (reply.failure.reason === undefined) return undefined;
       throw codecError(reply.failure);
@@ -134,26 +205,26 @@ export function createRestCodec(options: RestCodecOptions): RestCodec {
   }
 
   return {
-    async decode(desc, bodyField, bytes) {
+    async decode(desc, bodyField, bytes, job) {
       if (threads === 0 || bytes.byteLength < offloadMinBytes) return decodeRestBody(desc, bodyField, bytes);
       // A private copy, transferred: the caller's buffer may be a slice of a shared pool.
       const copy = new Uint8Array(bytes);
-      const reply = await call({ type: "decode", id: nextId++, typeName: desc.typeName, bodyField, bytes: copy }, [copy.buffer]);
+      const reply = await call({ type: "decode", id: nextId++, typeName: desc.typeName, bodyField, bytes: copy }, [copy.buffer], job);
       if (!reply) return decodeRestBody(desc, bodyField, bytes);
       return (reply as { message: unknown }).message as MessageShape<typeof desc>;
     },
-    async encode(desc, msg) {
-      // An answer without images (a few KB of JSON) is cheaper written here than handed to a thread
-      // (rest-codec.spec.ts, "encodes an answer without images inline").
-      if (threads === 0 || !withBytesFields(desc) || bytesIn(desc, msg, offloadMinBytes) < offloadMinBytes) {
+    async encode(desc, msg, job) {
+      // Small answers (base64 of under offloadMinBytes) inline, as small bodies are decoded: they
+      // never wait behind another client's large job (rest-codec.spec, "small answers inline").
+      if (threads === 0 || !withBytesFields(desc) || bytesIn(desc, msg, (offloadMinBytes * 3) / 4) < (offloadMinBytes * 3) / 4)
         return encodeRestBody(desc, msg);
-      }
-      const reply = await call({ type: "encode", id: nextId++, typeName: desc.typeName, message: msg }, []);
+      const reply = await call({ type: "encode", id: nextId++, typeName: desc.typeName, message: msg }, [], job);
       if (!reply) return encodeRestBody(desc, msg);
       return (reply as { bytes: Uint8Array }).bytes;
     },
     async close() {
       closed = true;
+      for (const w of waiting.splice(0)) w.reject(new Error("The REST codec is closed."));
       await Promise.all(slots.map((s) => s?.worker.terminate()));
     },
   };

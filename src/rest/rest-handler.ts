@@ -10,7 +10,7 @@
 import { availableParallelism } from "node:os";
 import { create, type DescMessage, type DescMethod, type MessageShape } from "@bufbuild/protobuf";
 import { createHandlerContext, type Interceptor, type MethodImplSpec, type ServiceImplSpec } from "@connectrpc/connect";
-import type { Exchange } from "../request/context-keys.js";
+import { type Exchange, kPrincipal } from "../request/context-keys.js";
 import { type Answer, errorAnswer, restHeaders } from "../wire/error-answer.js";
 import { webHeaders, type NodeRequest, type NodeResponse } from "../wire/http.js";
 import { MAX_BODY_BYTES } from "../limits.js";
@@ -59,7 +59,13 @@ export function createRestHandler(options: RestHandlerOptions): RestHandler {
   const specs = new Map<DescMethod, MethodImplSpec>();
   for (const s of options.services) for (const m of Object.values(s.methods)) specs.set(m.method, m);
 
-  async function readMessage(req: NodeRequest, res: NodeResponse, route: RestRoute, signal: AbortSignal): Promise<unknown> {
+  async function readMessage(
+    req: NodeRequest,
+    res: NodeResponse,
+    route: RestRoute,
+    exchange: Exchange,
+    signal: AbortSignal,
+  ): Promise<unknown> {
     const contentType = req.headers["content-type"];
     const kind = restBodyKindOf(contentType);
     if (kind === undefined || (kind !== "json" && route.body !== "*")) throw palmError("unsupported_media_type");
@@ -78,7 +84,7 @@ export function createRestHandler(options: RestHandlerOptions): RestHandler {
     });
     const message =
       kind === "json"
-        ? await codec.decode(route.method.input, route.body, bytes)
+        ? await codec.decode(route.method.input, route.body, bytes, { client: clientOf(exchange), signal })
         : uploadMessage(route.method.input, form ? form.end() : bytes);
     return applyQuery(route.method.input, message, req.url);
   }
@@ -102,13 +108,13 @@ export function createRestHandler(options: RestHandlerOptions): RestHandler {
       });
       // The innermost interceptor reads the body: after the key and quota checks passed.
       const readBody: Interceptor = (next) => async (r) =>
-        r.stream ? next(r) : next({ ...r, message: (await readMessage(req, res, route, r.signal)) as typeof r.message });
+        r.stream ? next(r) : next({ ...r, message: (await readMessage(req, res, route, exchange, r.signal)) as typeof r.message });
       const interceptors = route.body === "" ? [...options.interceptors] : [...options.interceptors, readBody];
       const message = await invokeUnaryImplementation(spec, ctx, create(route.method.input), interceptors);
       const headers = restHeaders(ctx.responseHeader, ctx.responseTrailer);
       headers.set("content-type", "application/json");
       headers.set(REQUEST_ID_HEADER, exchange.requestId);
-      const body = await codec.encode(route.method.output, message as MessageShape<DescMessage>);
+      const body = await codec.encode(route.method.output, message as MessageShape<DescMessage>, { client: clientOf(exchange) });
       return { status: 200, headers, body };
     } catch (e) {
       return errorAnswer("rest", exchange.fail(e), "application/json");
@@ -118,4 +124,9 @@ export function createRestHandler(options: RestHandlerOptions): RestHandler {
   }
 
   return { serve, close: () => codec.close() };
+}
+
+/** clientOf names the client a call's codec work is done for: its codec jobs take turns with other clients' (rest-codec.ts). */
+function clientOf(exchange: Exchange): string {
+  return exchange.contextValues.get(kPrincipal)?.clientId ?? "";
 }

@@ -89,7 +89,7 @@ describe("CORS with PALM_CORS_ORIGINS=https://app.example.com", () => {
     });
   });
 
-  it("exposes the request id and the quota headers on an answer to the allowed origin, errors included", async () => {
+  it("exposes the request id, the quota and the rate limit headers on an answer to the allowed origin, errors included", async () => {
     await withServer(config, async (srv, key) => {
       const res = await request(
         `${srv.url}/v1/palm/analyze`,
@@ -107,11 +107,20 @@ describe("CORS with PALM_CORS_ORIGINS=https://app.example.com", () => {
           "x-monthly-quota-remaining",
           "x-monthly-quota-reset",
           "retry-after",
+          "ratelimit-policy",
+          "ratelimit",
           "grpc-status",
           "grpc-message",
         ]),
       );
-      for (const h of ["x-request-id", "x-monthly-quota-limit", "x-monthly-quota-remaining", "x-monthly-quota-reset"])
+      for (const h of [
+        "x-request-id",
+        "x-monthly-quota-limit",
+        "x-monthly-quota-remaining",
+        "x-monthly-quota-reset",
+        "ratelimit-policy",
+        "ratelimit",
+      ])
         expect(res.headers[h]).toBeDefined();
       const other = await request(`${srv.url}/v1/palm/health`, "GET", { origin: "https://evil.example.net" });
       expect(other.status).toBe(200);

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
 import { createTestAnalyzer } from "../helpers/analyzer.js";
 import { findChromium } from "../helpers/browser.js";
+import { registerKey } from "../helpers/keys.js";
 import { startKeyedServer, type KeyedTestServer } from "../helpers/server.js";
 
 const root = new URL("../../", import.meta.url).pathname;
@@ -171,6 +172,21 @@ describe.skipIf(!browserPath.path)(`demo page (GET /)${browserPath.path ? "" : `
     expect(await page.textContent("#detected-count")).toBe("0");
     expect(await page.getAttribute("#reason", "data-reason")).toBe(expected.results.reason);
     expect(await page.textContent("#summary")).toMatch(/^0 of 3 lines found: \w/);
+    await page.close();
+  });
+
+  it("shows the rate left at once, and a rate_limited refusal with when to try again", async () => {
+    // A client of its own on a plan of one request at once, refilled every 100 s.
+    await srv.store.setPlanRateLimit("free", { rate: 0.01, burst: 1, concurrency: 1 });
+    const freeKey = await registerKey(srv.store, "free-client", "free");
+    const page = await openPage();
+    await page.fill("#api-key", freeKey);
+    await uploadAndWait(page, SAMPLE);
+    expect(await page.getAttribute("body", "data-state")).toBe("done");
+    expect(await page.textContent("#quota-text")).toMatch(/ Rate: 0 of 1 requests left at once\.$/);
+    await page.setInputFiles("#photo", HAND);
+    await page.waitForSelector("body[data-state='error']", { timeout: 60_000 });
+    expect(await page.textContent("#error")).toMatch(/^rate_limited: .* Try again in \d+ s\./);
     await page.close();
   });
 

@@ -3,7 +3,10 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DeadlineTooShortError, OverloadedError } from "../../../src/engine-errors.js";
+import { AdmissionQueue } from "../../../src/inference/admission.js";
 import { createAnalyzer, type EngineAnalyzer } from "../../../src/inference/analyzer.js";
+import type { AnalysisResult } from "../../../src/inference/analyzer-types.js";
+import type { JobOutcome, WorkerPool } from "../../../src/inference/worker-pool.js";
 import { makeImage } from "../../helpers/images.js";
 
 let analyzer: EngineAnalyzer;
@@ -58,4 +61,84 @@ describe("AdmissionQueue", () => {
     expect(await refused).toBeInstanceOf(DeadlineTooShortError);
     await expect(analyzer.analyze(large, { deadline: Date.now() + 60_000 })).resolves.toMatchObject({ width: 2000 });
   });
+});
+
+/**
+ * scriptedPool is a one-worker pool whose analyses take `timing.ms` (a timer) and report
+ * `timing.decodeMs` of decoding: the deadline rule's arithmetic checked apart from this machine's
+ * speed. A job whose signal aborts rejects at once, as the real pool does.
+ */
+function scriptedPool(timing: { ms: number; decodeMs: number }): WorkerPool {
+  let busy = false;
+  const idle: Array<() => void> = [];
+  return {
+    model: "scripted",
+    idleCount: () => (busy ? 0 : 1),
+    pids: () => [],
+    onIdle: (cb) => void idle.push(cb),
+    close: async () => {},
+    run(_bytes, options = {}) {
+      busy = true;
+      const { ms, decodeMs } = timing;
+      return new Promise<JobOutcome>((resolve, reject) => {
+        const done = () => {
+          busy = false;
+          setImmediate(() => {
+            for (const cb of idle) cb();
+          });
+        };
+        const timer = setTimeout(() => {
+          done();
+          const timings = {
+            decode: decodeMs,
+            landmarks: 0,
+            preprocess: 0,
+            inference: 0,
+            postprocess: 0,
+            maskEncode: 0,
+            overlayEncode: 0,
+            total: ms,
+          };
+          resolve({ result: { width: 1000, height: 1000 } as AnalysisResult, timings });
+        }, ms);
+        options.signal?.addEventListener("abort", () => {
+          clearTimeout(timer);
+          done();
+          reject(options.signal?.reason);
+        });
+      });
+    },
+  };
+}
+
+describe("AdmissionQueue deadline rule", () => {
+  const megapixel = 1_000_000;
+  const bytes = () => new Uint8Array(1);
+
+  it("expects an image far larger than any seen to take its decode time per pixel, not what a small one took", async () => {
+    // 1 MP analyses take 30 ms, 10 of them decoding: 40 MP cannot take less than 20 + 40 x 10 ms.
+    const queue = new AdmissionQueue(scriptedPool({ ms: 30, decodeMs: 10 }), 1, 0);
+    await queue.submit(bytes(), { pixels: megapixel });
+    const refused = await queue.submit(bytes(), { pixels: 40 * megapixel, deadline: Date.now() + 200 }).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(DeadlineTooShortError);
+    expect((refused as DeadlineTooShortError).expectedMs).toBeGreaterThanOrEqual(400);
+    expect(queue.running).toBe(0);
+    // With time enough it runs.
+    await expect(queue.submit(bytes(), { pixels: 40 * megapixel, deadline: Date.now() + 5000 })).resolves.toMatchObject({ width: 1000 });
+  });
+
+  it("remembers a large analysis stopped by its deadline through any number of small ones", async () => {
+    const timing = { ms: 5000, decodeMs: 0 };
+    const queue = new AdmissionQueue(scriptedPool(timing), 1, 0);
+    // A 40 MP analysis runs 300 ms until its deadline stops it.
+    const stopped = queue.submit(bytes(), { pixels: 40 * megapixel, signal: AbortSignal.timeout(300), deadline: Date.now() + 300 });
+    await expect(stopped).rejects.toBeDefined();
+    // Then small analyses of 5 ms that tell nothing of the pixel count's cost, more than the rule remembers.
+    timing.ms = 5;
+    for (let i = 0; i < 40; i++) await queue.submit(bytes(), { pixels: megapixel / 100 });
+    const refused = await queue.submit(bytes(), { pixels: 40 * megapixel, deadline: Date.now() + 200 }).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(DeadlineTooShortError);
+    // A small one with that deadline runs.
+    await expect(queue.submit(bytes(), { pixels: megapixel / 100, deadline: Date.now() + 200 })).resolves.toBeDefined();
+  }, 20_000);
 });

@@ -133,4 +133,58 @@ describe("REST codec", () => {
     expect(err).toBeInstanceOf(Error);
     expect(err).not.toBeInstanceOf(ConnectError);
   });
+
+  it("hands out the jobs of different clients in turn: one client's backlog of rejected bodies does not hold up another's", async () => {
+    codec = createRestCodec({ threads: 1 });
+    const done: string[] = [];
+    const track = (label: string, p: Promise<unknown>) =>
+      p.then(
+        () => done.push(label),
+        (e: unknown) => done.push(`${label}:${reasonOf(e as ConnectError) ?? String(e)}`),
+      );
+    // An attacker's 6 bodies of invalid base64, then a victim's ordinary one, then the attacker's 7th.
+    const invalid = body({ image: `${image.toString("base64")}*` });
+    const attacker = Array.from({ length: 6 }, (_, i) =>
+      track(`a${i}`, codec!.decode(AnalyzeRequestSchema, "*", invalid, { client: "mallory" })),
+    );
+    const victim = track("victim", codec.decode(AnalyzeRequestSchema, "*", body({ image: image.toString("base64") }), { client: "alice" }));
+    const late = track("a6", codec.decode(AnalyzeRequestSchema, "*", invalid, { client: "mallory" }));
+    await Promise.all([...attacker, victim, late]);
+    // The attacker's first body was already in the worker; the victim's goes next, not seventh.
+    expect(done.slice(0, 2)).toEqual(["a0:invalid_base64", "victim"]);
+    expect(done).toHaveLength(8);
+  });
+
+  it("drops a job whose request went away while it waited, with the request's reason", async () => {
+    codec = createRestCodec({ threads: 1 });
+    const bytes = body({ image: image.toString("base64") });
+    const first = codec.decode(AnalyzeRequestSchema, "*", bytes, { client: "a" });
+    const gone = new AbortController();
+    const waiting = codec.decode(AnalyzeRequestSchema, "*", bytes, { client: "b", signal: gone.signal }).then(
+      () => "decoded",
+      (e: unknown) => e,
+    );
+    gone.abort("client gone");
+    expect(await waiting).toBe("client gone");
+    expect(Buffer.from((await first).image).equals(image)).toBe(true);
+  });
+
+  it("encodes small answers inline, so they never wait behind another client's large job, and large ones in a worker", async () => {
+    const started: Worker[] = [];
+    codec = createRestCodec({
+      threads: 1,
+      spawn: (url, data) => {
+        const w = spawnWorker(url, data);
+        started.push(w);
+        return w;
+      },
+    });
+    // 40 KiB of image bytes in all (overlay and masks): base64 under 64 KiB.
+    const small = response(image.subarray(0, 40 * 1024));
+    expect(Buffer.from(await codec.encode(AnalyzeResponseSchema, small)).equals(encodeRestBody(AnalyzeResponseSchema, small))).toBe(true);
+    expect(started).toHaveLength(0);
+    const large = response(image);
+    expect(Buffer.from(await codec.encode(AnalyzeResponseSchema, large)).equals(encodeRestBody(AnalyzeResponseSchema, large))).toBe(true);
+    expect(started).toHaveLength(1);
+  });
 });
