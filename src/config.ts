@@ -273,6 +273,13 @@ export const RETIRED_VARIABLES: Readonly<Record<string, string>> = Object.freeze
   PALM_OS_TUNING: "the OS tuning was removed (docs/decisions/os-tuning.md): nothing to turn on or off",
 });
 
+/**
+ * RETIRED_DEFAULTS are the retired variables' values that ask for what now always happens: a
+ * deployment that spelled out the old default keeps starting (config.spec, "accepts
+ * PALM_OS_TUNING=off").
+ */
+const RETIRED_DEFAULTS: Readonly<Record<string, string>> = Object.freeze({ PALM_OS_TUNING: "off" });
+
 /** crossChecks are the rules between variables, after each was read on its own. */
 function crossChecks(config: Config, problems: string[]): void {
   if (config.redisUrl !== undefined && config.redisClusterNodes !== undefined) {
@@ -309,7 +316,8 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
   for (const [key, v] of Object.entries(CONFIG_SCHEMA) as [string, Variable<unknown>][])
     config[key] = v.parse(get(v.name), v.name, problems);
   for (const [name, replacement] of Object.entries(RETIRED_VARIABLES)) {
-    if (get(name) !== undefined) problems.push(`${name}: no longer read; ${replacement}`);
+    const value = get(name);
+    if (value !== undefined && value !== RETIRED_DEFAULTS[name]) problems.push(`${name}: no longer read; ${replacement}`);
   }
   crossChecks(config as Config, problems);
   if (problems.length > 0) throw new ConfigError(problems);

@@ -104,6 +104,11 @@ describe("loadConfig()", () => {
     expect(unknownVariables({ PALM_WORKER_SCHED: "normal" }), "refused, not also reported as a typo").toEqual([]);
   });
 
+  it("accepts PALM_OS_TUNING=off, the old default: it asks for what now always happens", () => {
+    expect(() => loadConfig({ PALM_OS_TUNING: "off" })).not.toThrow();
+    expect(unknownVariables({ PALM_OS_TUNING: "off" })).toEqual([]);
+  });
+
   it("reads PALM_CORS_ORIGINS as a list of origins or *, and PALM_METRICS_PORT", () => {
     expect(loadConfig({}).corsOrigins).toEqual([]);
     expect(loadConfig({}).metricsPort).toBeUndefined();
