@@ -24,6 +24,20 @@ function response(overlay: Uint8Array) {
   });
 }
 
+/** trackedCodec is a one-thread codec that records the workers it starts. */
+function trackedCodec(): { started: Worker[]; codec: RestCodec } {
+  const started: Worker[] = [];
+  const codec = createRestCodec({
+    threads: 1,
+    spawn: (url, data) => {
+      const w = spawnWorker(url, data);
+      started.push(w);
+      return w;
+    },
+  });
+  return { started, codec };
+}
+
 describe("REST codec", () => {
   let codec: RestCodec | undefined;
   afterEach(async () => {
@@ -72,15 +86,8 @@ describe("REST codec", () => {
   });
 
   it("survives a dead worker: its pending job is redone inline, the next job gets a fresh worker", async () => {
-    const started: Worker[] = [];
-    codec = createRestCodec({
-      threads: 1,
-      spawn: (url, data) => {
-        const w = spawnWorker(url, data);
-        started.push(w);
-        return w;
-      },
-    });
+    const { started, codec: tracked } = trackedCodec();
+    codec = tracked;
     const bytes = body({ image: image.toString("base64") });
     await codec.decode(AnalyzeRequestSchema, "*", bytes);
     expect(started).toHaveLength(1);
@@ -99,15 +106,8 @@ describe("REST codec", () => {
   });
 
   it("encodes an answer without images inline, and only one carrying images in a worker", async () => {
-    const started: Worker[] = [];
-    codec = createRestCodec({
-      threads: 1,
-      spawn: (url, data) => {
-        const w = spawnWorker(url, data);
-        started.push(w);
-        return w;
-      },
-    });
+    const { started, codec: tracked } = trackedCodec();
+    codec = tracked;
     const lean = response(new Uint8Array(0));
     expect(Buffer.from(await codec.encode(AnalyzeResponseSchema, lean)).equals(encodeRestBody(AnalyzeResponseSchema, lean))).toBe(true);
     expect(started).toHaveLength(0);
@@ -170,15 +170,8 @@ describe("REST codec", () => {
   });
 
   it("encodes small answers inline, so they never wait behind another client's large job, and large ones in a worker", async () => {
-    const started: Worker[] = [];
-    codec = createRestCodec({
-      threads: 1,
-      spawn: (url, data) => {
-        const w = spawnWorker(url, data);
-        started.push(w);
-        return w;
-      },
-    });
+    const { started, codec: tracked } = trackedCodec();
+    codec = tracked;
     // 40 KiB of image bytes in all (overlay and masks): base64 under 64 KiB.
     const small = response(image.subarray(0, 40 * 1024));
     expect(Buffer.from(await codec.encode(AnalyzeResponseSchema, small)).equals(encodeRestBody(AnalyzeResponseSchema, small))).toBe(true);
