@@ -5,7 +5,7 @@
 #   sh training/run.sh export    # export models/palm-lines/palm-lines.onnx (+ onnxruntime-node check)
 #   sh training/run.sh evaluate  # calibrate on the canonical val sets, re-export, evaluate on the test sets -> metrics.json
 #   sh training/run.sh smoke     # the whole chain on tiny data in under a minute (nothing in models/)
-#   sh training/run.sh release   # palm-lines 3.0, the released model: 2.0 from an empty training/ folder, then real palms
+#   sh training/run.sh release   # palm-lines 3.1, the released model: 2.0 and 3.0 from an empty training/ folder, then 3.1
 set -e
 cd "$(dirname "$0")/.."
 PY=${PY:-/usr/bin/python3}
@@ -80,17 +80,37 @@ release2() {
 # palm-lines 3.0: 2.0.0 fine-tuned on synthetic palms (the first 3,000 of canon30) together with
 # real palms, the box set's training part (../shared/real-palms-boxes, read there) as canonical
 # views with per-line boxes (training/box_views.ts, training/train_real.py); 2.0.0's calibration.
-# V3_STEPS is the step count the released run reached on wall time (see MODEL_CARD.md).
+# V3_STEPS is the step count the 3.0.0 run reached on wall time (see models/palm-lines/HISTORY.md).
 V3_STEPS=${V3_STEPS:-1138}
-release() {
+# The first 3,000 samples of canon30 (sample i depends only on the seed and i).
+synth3k() { [ -f "$D/canon30_3k/shard_0005.npz" ] || $PY -m training.generate --out "$D/canon30_3k" --n 3000 --seed 30 --kind 3 --fades; }
+release3() {
   [ -f "${V2_ONNX:-training/runs/v2/palm-lines-2.0.0.onnx}" ] || release2
-  R=${RUN:-training/runs/v3}
+  R=${RUN3:-training/runs/v3}
   mkdir -p "$R"
-  node --import tsx training/box_views.ts --out "$D/boxes_train"
-  PYTHONPATH=. $PY -m training.from_onnx --onnx "${V2_ONNX:-training/runs/v2/palm-lines-2.0.0.onnx}" --data "$D/canon30" --out "$R/init.pt"
-  $PY -m training.train_real --synth "$D/canon30" --real "$D/boxes_train" --init "$R/init.pt" --out "$R" --steps "$V3_STEPS"
+  synth3k
+  [ -f "$D/boxes_train/meta.json" ] || node --import tsx training/box_views.ts --out "$D/boxes_train"
+  PYTHONPATH=. $PY -m training.from_onnx --onnx "${V2_ONNX:-training/runs/v2/palm-lines-2.0.0.onnx}" --data "$D/canon30_3k" --out "$R/init.pt"
+  $PY -m training.train_real --synth "$D/canon30_3k" --real "$D/boxes_train" --init "$R/init.pt" --out "$R" --steps "$V3_STEPS"
+  $PY -m training.export --ckpt "$R/final.pt" --out "$R/palm-lines-3.0.0.onnx" --calib "${V2_CALIB:-training/runs/v2/calibration.json}" --version 3.0.0
+}
+
+# palm-lines 3.1: 3.0.0 fine-tuned again with synthetic backs of hands (canonneg31) in the synthetic
+# half and the outside-mass term (--w-frac) on the real half; 2.0.0's calibration. V31_STEPS is the
+# step count the released run reached on wall time (see MODEL_CARD.md).
+V31_STEPS=${V31_STEPS:-5539}
+release() {
+  [ -f "${V3_ONNX:-training/runs/v3/palm-lines-3.0.0.onnx}" ] || release3
+  R=${RUN:-training/runs/v31}
+  mkdir -p "$R"
+  synth3k
+  [ -f "$D/canonneg31/shard_0001.npz" ] || $PY -m training.generate --out "$D/canonneg31" --n 1000 --seed 31 --kind 4 --fades
+  [ -f "$D/boxes_train/meta.json" ] || node --import tsx training/box_views.ts --out "$D/boxes_train"
+  PYTHONPATH=. $PY -m training.from_onnx --onnx "${V3_ONNX:-training/runs/v3/palm-lines-3.0.0.onnx}" --data "$D/canon30_3k" --out "$R/init.pt"
+  $PY -m training.train_real --synth "$D/canon30_3k,$D/canonneg31" --real "$D/boxes_train" --init "$R/init.pt" --out "$R" \
+    --steps "$V31_STEPS" --w-frac 1.0 --seed 41
   cp "${V2_CALIB:-training/runs/v2/calibration.json}" "$CALIB"
-  $PY -m training.export --ckpt "$R/final.pt" --out "$MODEL" --calib "$CALIB" --version 3.0.0
+  $PY -m training.export --ckpt "$R/final.pt" --out "$MODEL" --calib "$CALIB" --version 3.1.0
 }
 
 case "$1" in
@@ -99,6 +119,7 @@ case "$1" in
   export) export_ ;;
   evaluate) evaluate ;;
   smoke) smoke ;;
+  release3) release3 ;;
   release) release ;;
-  *) echo "usage: sh training/run.sh data|train|export|evaluate|smoke|release"; exit 2 ;;
+  *) echo "usage: sh training/run.sh data|train|export|evaluate|smoke|release3|release"; exit 2 ;;
 esac

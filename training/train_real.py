@@ -10,9 +10,13 @@ line with a box (training/real_boxes.py):
   - spanning: in each of the box's bands across its long axis the highest probability is pushed to 1
     (multiple-instance: the crease crosses every band, we do not know where);
   - thin: a small push to 0 on the rest of the box, so the line stays a line, not a box;
+  - outside mass (--w-frac, 3.1): the line's probability mass beyond the grown box, in units of a
+    whole line's mass (LINE_MASS): the mean BCE of `outside` is dominated by the many easy pixels
+    far from any line and hardly pushes on a line drawn past its box's end. Not a share of the
+    line's mass: a share rewards mass added inside the box, and the line becomes a blob there;
   - palm: kept where the starting model put it (the boxes say nothing of the palm).
 Real views whose file name's SHA-256 starts with 4 or 5 (an eighth of the training part) are held
-out of training for calibration (training/calibrate_real.py). Resumable: --resume last.pt.
+out of training to compare checkpoints (`npm run eval:boxes -- --part heldout`). Resumable: --resume last.pt.
 """
 import argparse
 import hashlib
@@ -32,13 +36,15 @@ from training.train import load_shards, lr_at, make_batch, shard_files
 
 HELD_OUT = "45"
 W_OUT, W_SPAN, W_THIN, W_PALM = 1.0, 1.0, 0.05, 0.5
+# A line's probability mass in the 256 px canonical view: about 100 px long, 3 px wide.
+LINE_MASS = 300.0
 
 
 def held_out(file):
     return hashlib.sha256(file.encode()).hexdigest()[0] in HELD_OUT
 
 
-def real_loss(logits, lab, teacher_palm):
+def real_loss(logits, lab, teacher_palm, w_frac=0.0):
     """logits (B,4,S,S); lab (B,3,3,S,S) int8 from real_boxes.labels; teacher_palm (B,S,S) in [0,1]."""
     lines = logits[:, 1:4]
     p = torch.sigmoid(lines)
@@ -56,8 +62,10 @@ def real_loss(logits, lab, teacher_palm):
     n_in = inside.sum((2, 3)).clamp(min=1)
     l_thin = ((p * inside).sum((2, 3)) / n_in * has).sum() / has.sum().clamp(min=1)
     l_palm = F.binary_cross_entropy_with_logits(logits[:, 0], teacher_palm)
-    total = W_OUT * l_out + W_SPAN * l_span + W_THIN * l_thin + W_PALM * l_palm
-    return total, [float(l_out), float(l_span), float(l_thin), float(l_palm)]
+    mass_out = (p * outside).sum((2, 3)) / LINE_MASS
+    l_frac = (mass_out * has).sum() / has.sum().clamp(min=1)
+    total = W_OUT * l_out + W_SPAN * l_span + W_THIN * l_thin + W_PALM * l_palm + w_frac * l_frac
+    return total, [float(l_out), float(l_span), float(l_thin), float(l_palm), float(l_frac)]
 
 
 def main():
@@ -73,6 +81,7 @@ def main():
     ap.add_argument("--lr", type=float, default=2e-4)
     ap.add_argument("--seed", type=int, default=40)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--w-frac", type=float, default=0.0, help="weight of the outside-mass term (0 in 3.0.0)")
     ap.add_argument("--ckpt-min", type=float, default=5.0)
     ap.add_argument("--time-budget", type=float, default=None,
                     help="seconds: the LR schedule runs on wall time and training stops when it is spent (a shared "
@@ -154,7 +163,7 @@ def main():
                 a.lr * min(1.0, (step + 1) / 40) * (0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * min(prog, 1.0))))
         logits = net(torch.cat([x_s, x_r]))
         ls, dice = loss_fn(logits[:a.synth_batch], y_s)
-        lr_, parts = real_loss(logits[a.synth_batch:], lab, tp)
+        lr_, parts = real_loss(logits[a.synth_batch:], lab, tp, a.w_frac)
         loss = ls + lr_
         opt.zero_grad(set_to_none=True)
         loss.backward()
