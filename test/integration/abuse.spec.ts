@@ -223,7 +223,11 @@ describe("finding 4: a client that resets while its unit is reserved", () => {
         envelope.set(message, 5);
         const session = await openH2Session(srv.url);
         const period = quotaPeriodOf();
+        // Units rightly charged: a timed reset that comes after the answer was served (a quiet
+        // machine runs the analysis within the delay) leaves its one committed unit.
+        let charged = 0;
         for (let i = 0; i < 16; i++) {
+          let answered = false;
           const kind = KINDS[i % KINDS.length];
           // Every other round, another client's analysis goes first: the reset one waits in the queue.
           const other = Math.floor(i / 8) === 1 ? postAnalyze(srv.url, json, { "x-api-key": otherKey }) : undefined;
@@ -242,6 +246,9 @@ describe("finding 4: a client that resets while its unit is reserved", () => {
               agent: false,
             });
             req.on("error", () => {});
+            req.on("response", (res) => {
+              answered = res.statusCode === 200;
+            });
             req.end(kind === "rest-h1" ? json : message);
             reset = () => req.destroy();
           } else {
@@ -252,6 +259,10 @@ describe("finding 4: a client that resets while its unit is reserved", () => {
               ...(kind === "rest-h2" ? { "content-type": "application/json" } : { "content-type": "application/grpc", te: "trailers" }),
             });
             stream.on("error", () => {});
+            // REST: the status is the answer's; gRPC: headers go out with the answer, after its commit.
+            stream.on("response", (headers) => {
+              answered = headers[":status"] === 200;
+            });
             stream.end(kind === "rest-h2" ? json : envelope);
             reset = () => stream.close(http2.constants.NGHTTP2_CANCEL);
           }
@@ -259,14 +270,19 @@ describe("finding 4: a client that resets while its unit is reserved", () => {
           // from the key check on.
           if (Math.floor(i / KINDS.length) % 2 === 0)
             await expect.poll(() => store.usage("acme", period), { timeout: 60_000, interval: 2 }).toBe(1);
-          else await new Promise((r) => setTimeout(r, 15 * i));
+          // 0-45 ms: before the analysis can end (200 ms later resets raced the answer on a quiet machine:
+          // served and committed, then reset by the client, which is a sale, not a stuck unit).
+          else await new Promise((r) => setTimeout(r, 15 * (i % 4)));
           reset();
+          if (answered) charged++;
           // Given back well before its lease (30 s) passes, not when it expires (the issue's ~40 s);
           // 10 s, not 3: a running analysis ends first, and the full suite loads both cores.
-          await expect.poll(() => store.usage("acme", period), { timeout: 10_000, interval: 20 }).toBe(0);
+          await expect
+            .poll(() => store.usage("acme", period), { timeout: 10_000, interval: 20, message: `${kind}, try ${i}` })
+            .toBe(charged);
           expect((await other)?.res.status ?? 200).toBe(200);
           await expect.poll(() => queued.stats(), { timeout: 60_000, interval: 20 }).toMatchObject({ running: 0, queued: 0 });
-          expect(await store.usage("acme", period), `${kind}, try ${i}`).toBe(0);
+          expect(await store.usage("acme", period), `${kind}, try ${i}`).toBe(charged);
         }
         session.close();
       } finally {
