@@ -19,6 +19,7 @@ import { DeadlineTooShortError, OverloadedError } from "../engine-errors.js";
 import type { AnalysisResult, AnalyzeOptions, ImageOutput } from "./analyzer-types.js";
 import type { StageTimings } from "./pipeline.js";
 import type { WorkerPool } from "./worker-pool.js";
+import { nextInTurn } from "../workers/fair-turn.js";
 
 /** CLOSE_WAIT_MS bounds how long close() waits for running analyses. */
 const CLOSE_WAIT_MS = 10_000;
@@ -173,28 +174,14 @@ export class AdmissionQueue {
 
   private dispatch(): void {
     while (!this.closedFlag && this.runningCount < this.maxInFlight && this.pool.idleCount() > 0) {
-      const i = this.nextIndex();
+      // The oldest ready (not held) analysis of the next client in turn.
+      const i = nextInTurn(this.queue, this.lastClient, (q) => !q.held);
       if (i < 0) break;
       const p = this.queue.splice(i, 1)[0];
       if (p.settled) continue;
       this.lastClient = p.client;
       this.start(p);
     }
-  }
-
-  /**
-   * nextIndex is the queue index of the next analysis to start: the oldest ready one of the first
-   * client after the one served last (in order of the clients' oldest ready analyses); -1: none.
-   */
-  private nextIndex(): number {
-    const firstOf = new Map<string, number>();
-    this.queue.forEach((q, i) => {
-      if (!q.held && !firstOf.has(q.client)) firstOf.set(q.client, i);
-    });
-    if (firstOf.size === 0) return -1;
-    const clients = [...firstOf.keys()].sort();
-    const next = clients.find((c) => c > this.lastClient) ?? clients[0];
-    return firstOf.get(next) as number;
   }
 
   /**

@@ -17,6 +17,7 @@
 import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
 import { ScalarType } from "@bufbuild/protobuf";
 import type { Worker } from "node:worker_threads";
+import { nextInTurn } from "../workers/fair-turn.js";
 import { siblingModuleUrl, spawnWorker } from "../workers/worker-thread.js";
 import { codecError, type CodecReply, type CodecRequest } from "./rest-codec-protocol.js";
 import { decodeRestBody, encodeRestBody } from "./rest-json.js";
@@ -132,27 +133,13 @@ export function createRestCodec(options: RestCodecOptions): RestCodec {
     return slot;
   }
 
-  /**
-   * nextIndex is the index in `waiting` of the next job to hand out: the oldest of the first
-   * client after the one served last (in the clients' sorted order); -1 when none waits.
-   */
-  function nextIndex(): number {
-    const firstOf = new Map<string, number>();
-    waiting.forEach((w, i) => {
-      if (!firstOf.has(w.client)) firstOf.set(w.client, i);
-    });
-    if (firstOf.size === 0) return -1;
-    const clients = [...firstOf.keys()].sort();
-    return firstOf.get(clients.find((c) => c > lastClient) ?? clients[0]) as number;
-  }
-
   /** pump hands waiting jobs to idle workers (started if need be), in the fair order. */
   function pump(): void {
     if (closed) return;
     for (let i = 0; i < slots.length && waiting.length > 0; i++) {
       let slot = slots[i];
       if (slot?.job) continue;
-      const job = waiting.splice(nextIndex(), 1)[0];
+      const job = waiting.splice(nextInTurn(waiting, lastClient), 1)[0];
       lastClient = job.client;
       if (job.signal && job.onAbort) job.signal.removeEventListener("abort", job.onAbort);
       slot ??= start(i);
