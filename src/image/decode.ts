@@ -105,10 +105,10 @@ export function checkImageFile(bytes: Uint8Array): ImageFormat {
  * nothing. Throws {@link ImageError}: `image_too_large` over {@link IMAGE_LIMITS}.maxBytes,
  * `unsupported_image_format` unless JPEG or PNG, `invalid_image` for an unreadable header,
  * `image_dimensions_out_of_range` when a side (after EXIF orientation) is outside 64..10,000 px
- * or the image exceeds 40 megapixels.
+ * or the image exceeds 40 megapixels. `format`: where {@link checkImageFile} already ran (its
+ * marker walk is not repeated).
  */
-export async function readImageHeader(bytes: Uint8Array): Promise<ImageHeader> {
-  const format = checkImageFile(bytes);
+export async function readImageHeader(bytes: Uint8Array, format = checkImageFile(bytes)): Promise<ImageHeader> {
   let meta: Metadata;
   try {
     meta = await sharp(asBuffer(bytes), { limitInputPixels: false, failOn: "error" }).metadata();

@@ -125,8 +125,9 @@ export async function createAnalyzer(options: AnalyzerOptions = {}): Promise<Eng
       if (admission.closed) return Promise.reject(new Error("The analyzer is closed."));
       if (signal?.aborted) return Promise.reject(abortReason(signal));
       // Cheap checks before admission, so that junk never takes a place in the queue.
+      let format: ReturnType<typeof checkImageFile>;
       try {
-        checkImageFile(image);
+        format = checkImageFile(image);
       } catch (e) {
         return Promise.reject(e);
       }
@@ -138,7 +139,7 @@ export async function createAnalyzer(options: AnalyzerOptions = {}): Promise<Eng
         if (admission.closed) return Promise.reject(new Error("The analyzer is closed."));
         return admission.submit(image, { ...callOptions, pixels });
       };
-      return readImageHeader(image).then(
+      return readImageHeader(image, format).then(
         (h) => submit(h.width * h.height),
         () => submit(),
       );
