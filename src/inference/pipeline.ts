@@ -217,18 +217,14 @@ export async function analyzeImage(
   return { result: { model: meta.model, width, height, overlay, masks: pngs, stats, hand, reason, headLifeStart }, timings: stop() };
 }
 
+/** noStageTimings is a StageTimings of zeros. */
+export function noStageTimings(): StageTimings {
+  return { decode: 0, landmarks: 0, preprocess: 0, inference: 0, postprocess: 0, maskEncode: 0, overlayEncode: 0, total: 0 };
+}
+
 /** stageClock times the stages: lap(stage) adds the time since the last lap to it; stop() sets the total. */
 function stageClock(): { lap: (stage: Exclude<keyof StageTimings, "total">) => void; stop: () => StageTimings } {
-  const t: StageTimings = {
-    decode: 0,
-    landmarks: 0,
-    preprocess: 0,
-    inference: 0,
-    postprocess: 0,
-    maskEncode: 0,
-    overlayEncode: 0,
-    total: 0,
-  };
+  const t = noStageTimings();
   const start = performance.now();
   let mark = start;
   return {

@@ -4,6 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DeadlineTooShortError, OverloadedError } from "../../../src/engine-errors.js";
 import { AdmissionQueue } from "../../../src/inference/admission.js";
+import { noStageTimings } from "../../../src/inference/pipeline.js";
 import { createAnalyzer, type EngineAnalyzer } from "../../../src/inference/analyzer.js";
 import type { AnalysisResult } from "../../../src/inference/analyzer-types.js";
 import type { JobOutcome, WorkerPool } from "../../../src/inference/worker-pool.js";
@@ -89,16 +90,7 @@ function scriptedPool(timing: { ms: number; decodeMs: number }): WorkerPool {
         };
         const timer = setTimeout(() => {
           done();
-          const timings = {
-            decode: decodeMs,
-            landmarks: 0,
-            preprocess: 0,
-            inference: 0,
-            postprocess: 0,
-            maskEncode: 0,
-            overlayEncode: 0,
-            total: ms,
-          };
+          const timings = { ...noStageTimings(), decode: decodeMs, total: ms };
           resolve({ result: { width: 1000, height: 1000 } as AnalysisResult, timings });
         }, ms);
         options.signal?.addEventListener("abort", () => {
