@@ -249,7 +249,7 @@ export async function createHandLandmarker(options: HandLandmarkerOptions = {}):
     const side = Math.max(width, height) * zoomOut;
     const box: RotatedRect = { cx: width / 2, cy: height / 2, width: side, height: side, rotation: 0 };
     // A fallback's input is shrunk further: averaged over every image pixel, not 2 x 2 samples, so
-    // that a close-up's creases and edges do not alias into noise (hand-landmarker.spec, box-492).
+    // that a close-up's creases and edges do not alias into noise (hand-landmarker.spec, close-up 17).
     const maxSamples = zoomOut > 1 ? 8 : 2;
     const input = warpToTensor(image, width, height, box, { size: PALM_SIZE, range: [0, 1], border: "zero", maxSamples });
     const raw = await runPalm(input);
