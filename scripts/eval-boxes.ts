@@ -58,6 +58,9 @@ async function main(): Promise<number> {
   const total = { heart: 0, head: 0, life: 0 } as Record<LineName, number>;
   const wrong = { heart: 0, head: 0, life: 0 } as Record<LineName, number>;
   const why = new Map<string, number>();
+  // A blob that fills its box agrees with it: the median thickness (mask pixels over the course's
+  // length, in palm widths) shows one (models/palm-lines/MODEL_CARD.md, "A first try that failed").
+  const thickness = { heart: [], head: [], life: [] } as Record<LineName, number[]>;
   try {
     console.log(`model ${analyzer.model}; box set part '${values.part}', ${files.length} photos`);
     for (const file of files) {
@@ -81,6 +84,8 @@ async function main(): Promise<number> {
         const s = agreement(data, info.width, info.height, box);
         if (s.agrees) agree[line]++;
         else wrong[line]++;
+        const palmWidth = result.hand?.palmWidth ?? 0;
+        if (palmWidth > 0 && stats.length > 0) thickness[line].push(stats.pixels / (stats.length * palmWidth) / palmWidth);
         row.push(
           `${line} ${s.agrees ? "AGREES" : "WRONG"} in ${(100 * s.inside).toFixed(0)}% iou ${s.iou.toFixed(2)} conf ${stats.confidence.toFixed(3)} len ${stats.length.toFixed(2)}`,
         );
@@ -94,13 +99,18 @@ async function main(): Promise<number> {
   console.log(
     `\npalm found: ${palms}/${files.length} (${pct(palms, files.length)}); mean engine time ${Math.round(ms / Math.max(1, files.length))} ms`,
   );
-  console.log(`${"line".padEnd(6)} ${"agrees".padStart(14)} ${"drawn wrong".padStart(12)} ${"not detected".padStart(13)}`);
+  console.log(
+    `${"line".padEnd(6)} ${"agrees".padStart(14)} ${"drawn wrong".padStart(12)} ${"not detected".padStart(13)} ${"thickness".padStart(10)}`,
+  );
   for (const line of LINE_NAMES) {
     const missed = total[line] - agree[line] - wrong[line];
+    const t = thickness[line].sort((a, b) => a - b);
+    const median = t.length ? `${(100 * t[Math.floor(t.length / 2)]).toFixed(1)}%` : "-";
     console.log(
-      `${line.padEnd(6)} ${`${agree[line]}/${total[line]} ${pct(agree[line], total[line])}`.padStart(14)} ${String(wrong[line]).padStart(12)} ${String(missed).padStart(13)}`,
+      `${line.padEnd(6)} ${`${agree[line]}/${total[line]} ${pct(agree[line], total[line])}`.padStart(14)} ${String(wrong[line]).padStart(12)} ${String(missed).padStart(13)} ${median.padStart(10)}`,
     );
   }
+  console.log("thickness: the median of the drawn lines' mask pixels over course length, in % of the palm width");
   console.log("not detected, by reason:");
   for (const [k, n] of [...why.entries()].sort()) console.log(`  ${k}: ${n}`);
   return 0;
