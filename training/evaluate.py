@@ -336,8 +336,10 @@ def main():
     if a.tune:
         tune_canonical(net, a.data, a.calib, one_se=a.one_se)
         return
+    model = f"{exp.MODEL_NAME}-{exp.MODEL_VERSION}"
     if a.onnx:
         meta = {p.key: p.value for p in onnx.load(a.onnx).metadata_props}
+        model = f"{meta.get('model_name', exp.MODEL_NAME)}-{meta.get('model_version', exp.MODEL_VERSION)}"  # the file's own version
         calib = {"thresholds": json.loads(meta["thresholds"]), "detection": json.loads(meta["detection"]),
                  "crop": json.loads(meta["crop"]), **({"grow": json.loads(meta["grow"])} if "grow" in meta else {})}
     else:
@@ -348,7 +350,7 @@ def main():
         print(json.dumps({"set": a.lines_on, "calibration": calib, "lines": lines}, indent=1))
         return
     t0 = time.time()
-    res = {"model": f"{exp.MODEL_NAME}-{exp.MODEL_VERSION}", "calibration": calib, "tolerance_px": TOL}
+    res = {"model": model, "calibration": calib, "tolerance_px": TOL}
     res.update(split=a.split, canonical=evaluate_canonical(net, a.data, a.split, calib, a.limit))
     write_metrics(res, a, net, t0)
     print(json.dumps(res["canonical"], indent=1))
