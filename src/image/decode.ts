@@ -158,7 +158,7 @@ export interface DecodeOptions {
  * load shrink m for a resize by f when f >= m, but halves it when floor(f) == m (its guard for
  * libjpeg's rounding, src/pipeline.cc), so a resize by exactly 2, 4 or 8 decodes at 1/1, 1/2, 1/4.
  * decode.spec "decodes a JPEG of EXIF orientation %i reduced by 3, 5 and 9" pins the copy (size,
- * orientation, pixels); bench/RESULTS.md "Reduced decode" what it saves.
+ * orientation, pixels); docs/decisions/reduced-decode.md what it saves.
  */
 export const JPEG_SHRINKS: readonly number[] = Object.freeze([9, 5, 3]);
 
