@@ -128,7 +128,18 @@ export function restTable(rounds: LeanSample[][]): string {
   ].join("\n");
 }
 
-const STAGES = ["decode", "landmarks", "preprocess", "inference", "postprocess", "maskEncode", "overlayEncode", "total", "cpuMs"] as const;
+const STAGES = [
+  "decode",
+  "fullDecode",
+  "landmarks",
+  "preprocess",
+  "inference",
+  "postprocess",
+  "maskEncode",
+  "overlayEncode",
+  "total",
+  "cpuMs",
+] as const;
 
 /** engineTable is the side-by-side Markdown table of {@link leanEngineRounds}: median milliseconds per stage, and CPU. */
 export function engineTable(rounds: EngineSample[][]): string {

@@ -140,31 +140,59 @@ export function checkDimensions(width: number, height: number): void {
   }
 }
 
+/** DecodeOptions tune {@link decodeImage}. */
+export interface DecodeOptions {
+  /** The header {@link readImageHeader} read from these bytes (not read again). */
+  header?: ImageHeader;
+  /**
+   * Decode a copy reduced by this factor (each side divided by it, rounded; 1: full size, the
+   * default). For a JPEG, {@link JPEG_SHRINKS} are the factors that libjpeg's DCT scaling makes
+   * cheap; a PNG is decoded at full size and resized.
+   */
+  shrink?: number;
+}
+
+/**
+ * JPEG_SHRINKS are the least reduction factors at which sharp decodes a JPEG at 1/8, 1/4 and 1/2
+ * of its size (libjpeg's DCT shrink-on-load) and resizes the rest (lanczos3): sharp picks the
+ * load shrink m for a resize by f when f >= m, but halves it when floor(f) == m (its guard for
+ * libjpeg's rounding, src/pipeline.cc), so a resize by exactly 2, 4 or 8 decodes at 1/1, 1/2, 1/4.
+ * decode.spec "decodes a JPEG of EXIF orientation %i reduced by 3, 5 and 9" pins the copy (size,
+ * orientation, pixels); docs/decisions/reduced-decode.md what it saves.
+ */
+export const JPEG_SHRINKS: readonly number[] = Object.freeze([9, 5, 3]);
+
 /**
  * decodeImage turns JPEG or PNG bytes into upright 8-bit sRGB pixels: header checks first
  * ({@link readImageHeader}), then a sharp decode with `limitInputPixels` = 40 MP and
  * `failOn: "error"` (truncated or corrupt data is refused), EXIF orientation applied, alpha
- * flattened onto white, CMYK / greyscale / 16-bit converted to 8-bit RGB.
+ * flattened onto white, CMYK / greyscale / 16-bit converted to 8-bit RGB; with
+ * `options.shrink` > 1, a copy reduced by that factor (round(width / shrink) x
+ * round(height / shrink), oriented), decoded with shrink-on-load where the JPEG allows it.
  * Throws {@link ImageError} for every input fault.
  */
-export async function decodeImage(bytes: Uint8Array): Promise<DecodedImage> {
-  const header = await readImageHeader(bytes);
+export async function decodeImage(bytes: Uint8Array, options: DecodeOptions = {}): Promise<DecodedImage> {
+  const header = options.header ?? (await readImageHeader(bytes));
+  const shrink = options.shrink ?? 1;
+  const width = shrink > 1 ? Math.max(1, Math.round(header.width / shrink)) : header.width;
+  const height = shrink > 1 ? Math.max(1, Math.round(header.height / shrink)) : header.height;
   let out: { data: Buffer; info: OutputInfo };
   try {
-    out = await sharp(asBuffer(bytes), {
+    let pipeline = sharp(asBuffer(bytes), {
       limitInputPixels: IMAGE_LIMITS.maxPixels,
       failOn: "error",
       autoOrient: true,
     })
       .flatten({ background: { r: 255, g: 255, b: 255 } })
-      .toColourspace("srgb")
-      .raw({ depth: "uchar" })
-      .toBuffer({ resolveWithObject: true });
+      .toColourspace("srgb");
+    // The target is the oriented size (sharp swaps it for a turned photo before shrink-on-load).
+    if (shrink > 1) pipeline = pipeline.resize(width, height, { fit: "fill", kernel: "lanczos3", fastShrinkOnLoad: true });
+    out = await pipeline.raw({ depth: "uchar" }).toBuffer({ resolveWithObject: true });
   } catch (cause) {
     throw new ImageError("invalid_image", `The ${header.format.toUpperCase()} image could not be decoded.`, { cause });
   }
   const { info } = out;
-  if (info.channels !== 3 || info.width !== header.width || info.height !== header.height) {
+  if (info.channels !== 3 || info.width !== width || info.height !== height) {
     throw new ImageError("invalid_image", `The ${header.format.toUpperCase()} image could not be decoded.`);
   }
   return { format: header.format, width: info.width, height: info.height, channels: 3, data: out.data };

@@ -42,24 +42,40 @@ export function toTensor(rgb: Uint8Array, spec: TensorSpec): Float32Array {
  */
 const FRAME_OVERSAMPLE = 1.5;
 
+/** PhotoSize is the size of the photo a frame's coordinates are in, pixels. */
+export interface PhotoSize {
+  width: number;
+  height: number;
+}
+
 /**
- * renderFrame renders `frame` (a rotated, possibly mirrored square of the image) at size x size
- * pixels; points outside the image read as the pad value. Returns interleaved RGB bytes.
+ * renderFrame renders `frame` (a rotated, possibly mirrored square of the photo) at size x size
+ * pixels; points outside the photo read as the pad value. `photo`: the size of the photo whose
+ * pixels the frame is in, when `image` is a scaled copy of it (a reduced decode); default the
+ * image's own size. Returns interleaved RGB bytes.
  */
-export async function renderFrame(image: RawImage, frame: PalmFrame, size: number, padValue: number): Promise<Uint8Array> {
+export async function renderFrame(
+  image: RawImage,
+  frame: PalmFrame,
+  size: number,
+  padValue: number,
+  photo: PhotoSize = image,
+): Promise<Uint8Array> {
   const out = new Uint8Array(size * size * 3).fill(padValue);
-  const corners = [
-    frameToImage(frame, size, -0.5, -0.5),
-    frameToImage(frame, size, size - 0.5, -0.5),
-    frameToImage(frame, size, -0.5, size - 0.5),
-    frameToImage(frame, size, size - 0.5, size - 0.5),
-  ];
+  // Photo pixels -> image pixels (continuous coordinates: both scale about the origin corner).
+  const scaleX = image.width / photo.width;
+  const scaleY = image.height / photo.height;
+  const at = (u: number, v: number): [number, number] => {
+    const [X, Y] = frameToImage(frame, size, u, v);
+    return [X * scaleX, Y * scaleY];
+  };
+  const corners = [at(-0.5, -0.5), at(size - 0.5, -0.5), at(-0.5, size - 0.5), at(size - 0.5, size - 0.5)];
   const x0 = Math.max(0, Math.floor(Math.min(...corners.map((c) => c[0]))) - 1);
   const y0 = Math.max(0, Math.floor(Math.min(...corners.map((c) => c[1]))) - 1);
   const x1 = Math.min(image.width, Math.ceil(Math.max(...corners.map((c) => c[0]))) + 1);
   const y1 = Math.min(image.height, Math.ceil(Math.max(...corners.map((c) => c[1]))) + 1);
   if (x1 - x0 < 1 || y1 - y0 < 1) return out;
-  const k = frame.side / size; // image pixels per model pixel
+  const k = (frame.side * Math.min(scaleX, scaleY)) / size; // image pixels per model pixel
   let src: Uint8Array = image.data;
   let sw = image.width;
   let sh = image.height;
@@ -87,7 +103,7 @@ export async function renderFrame(image: RawImage, frame: PalmFrame, size: numbe
   const H = image.height;
   for (let v = 0; v < size; v++) {
     for (let u = 0; u < size; u++) {
-      const [X, Y] = frameToImage(frame, size, u, v);
+      const [X, Y] = at(u, v);
       if (X < 0 || Y < 0 || X >= W || Y >= H) continue;
       // Continuous source coordinates -> pixel-centre coordinates of the (shrunk) source.
       const sx = Math.min(sw - 1, Math.max(0, (X - ox) / fx - 0.5));
@@ -111,9 +127,17 @@ export async function renderFrame(image: RawImage, frame: PalmFrame, size: numbe
   return out;
 }
 
-/** preprocessFrame renders the palm frame at model resolution and returns the tensor. */
-export async function preprocessFrame(image: RawImage, frame: PalmFrame, spec: TensorSpec): Promise<Float32Array> {
-  return toTensor(await renderFrame(image, frame, spec.inputSize, spec.padValue), spec);
+/**
+ * preprocessFrame renders the palm frame at model resolution and returns the tensor. `photo`: as
+ * for {@link renderFrame}, when `image` is a scaled copy of the photo the frame is in.
+ */
+export async function preprocessFrame(
+  image: RawImage,
+  frame: PalmFrame,
+  spec: TensorSpec,
+  photo: PhotoSize = image,
+): Promise<Float32Array> {
+  return toTensor(await renderFrame(image, frame, spec.inputSize, spec.padValue, photo), spec);
 }
 
 /**

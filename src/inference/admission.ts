@@ -48,7 +48,7 @@ interface Pending {
 interface Finished {
   pixels: number;
   ms: number;
-  /** Of `ms`, the decode stage: the part that grows with the pixel count. */
+  /** Of `ms`, the decode stages (reduced and full size): the part that grows with the pixel count. */
   decodeMs: number;
 }
 
@@ -254,7 +254,11 @@ export class AdmissionQueue {
       ({ result, timings }) => {
         const ms = performance.now() - started;
         this.meanMs = 0.8 * this.meanMs + 0.2 * ms;
-        this.finishedOne({ pixels: p.pixels ?? result.width * result.height, ms, decodeMs: Math.min(ms, timings.decode) });
+        this.finishedOne({
+          pixels: p.pixels ?? result.width * result.height,
+          ms,
+          decodeMs: Math.min(ms, timings.decode + timings.fullDecode),
+        });
         ended();
         this.onTimings?.(timings);
         if (this.settle(p)) p.resolve(result);

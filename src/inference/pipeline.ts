@@ -1,10 +1,11 @@
 /**
- * The per-image pipeline, from image bytes to {@link AnalysisResult}: decode, hand landmarks on a
- * small copy, the canonical palm frame (upright, every hand seen as a right palm), the line model
- * in that frame, post-processing, masks mapped back onto the photo, encoding. It runs inside a
- * worker process of the analyzer's pool, and in-process for benchmarks of the floor.
+ * The per-image pipeline, from image bytes to {@link AnalysisResult}: decode (a large JPEG reduced,
+ * with shrink-on-load), hand landmarks on a small copy, the canonical palm frame (upright, every
+ * hand seen as a right palm), the line model in that frame, post-processing, masks mapped back
+ * onto the photo at full size, encoding (the photo decoded at full size only for the overlay). It
+ * runs inside a worker process of the analyzer's pool, and in-process for benchmarks of the floor.
  */
-import { decodeImage } from "../image/decode.js";
+import { JPEG_SHRINKS, decodeImage, readImageHeader, type DecodedImage, type ImageHeader } from "../image/decode.js";
 import { LINE_COLOURS, encodeMaskPng, encodeOverlayJpeg, type OverlayOptions } from "../image/encode.js";
 import { emptyMask } from "../image/mask.js";
 import { preprocessFrame, resizeToFit, type TensorSpec } from "../image/preprocess.js";
@@ -33,7 +34,17 @@ import { growLine, palmDistanceMap, palmShare, renderFrameMask, selectLine, type
 
 /** StageTimings are milliseconds spent per pipeline stage for one image. */
 export interface StageTimings {
+  /**
+   * The reduced copy of the photo that the hand search and the palm frame are cut from
+   * ({@link viewShrink}); 0 where the photo is decoded at full size only.
+   */
   decode: number;
+  /**
+   * The photo at full size: for the overlay, for a palm too small for the reduced copy, or as the
+   * only decode of a PNG or a smaller photo; 0 when nothing needed it (lean answers of a large
+   * JPEG: pipeline.spec "decodes a 12 MP JPEG at full size only for the overlay").
+   */
+  fullDecode: number;
   /** Hand search: the small copy and the landmark models. */
   landmarks: number;
   preprocess: number;
@@ -63,6 +74,33 @@ export interface PipelineEngine {
 
 /** HAND_SEARCH_SIDE: hands are searched on a copy whose longer side is at most this (pixels). */
 export const HAND_SEARCH_SIDE = 640;
+
+/**
+ * VIEW_MIN_SCALE: the palm frame is cut from the reduced copy only where the copy has at least
+ * this many pixels per model pixel across the frame (renderFrame shrinks them to 1.5: the view is
+ * never upsampled from the copy); a smaller palm is cut from the photo at full size.
+ */
+export const VIEW_MIN_SCALE = 2;
+
+/**
+ * VIEW_MIN_SHORT_SIDE: a JPEG is decoded reduced where the copy's shorter side keeps at least this
+ * many model input sides (896 px for 256), so that a palm frame of at least 4/7 of the photo's
+ * shorter side (every photo of ../shared/real-palms: 0.57 to 1.07) has {@link VIEW_MIN_SCALE}
+ * pixels per model pixel in it; a smaller one costs a second, full-size decode.
+ */
+export const VIEW_MIN_SHORT_SIDE = 3.5;
+
+/**
+ * viewShrink is the factor by which the photo is reduced for the hand search and the palm frame:
+ * the largest of JPEG_SHRINKS (decoded with shrink-on-load) that keeps the copy's shorter side at
+ * least VIEW_MIN_SHORT_SIDE x `inputSize`; 1 (full size) for a PNG or a smaller JPEG. A 12 MP
+ * photo (3024 x 4032) is reduced by 3.
+ */
+export function viewShrink(header: ImageHeader, inputSize: number): number {
+  if (header.format !== "jpeg") return 1;
+  const short = Math.min(header.width, header.height);
+  return JPEG_SHRINKS.find((f) => short / f >= VIEW_MIN_SHORT_SIDE * inputSize) ?? 1;
+}
 
 /** PipelineOptions tune {@link analyzeImage}. */
 export interface PipelineOptions {
@@ -135,9 +173,24 @@ export async function analyzeImage(
   const spec = tensorSpec(meta);
   const { lap, stop } = stageClock();
 
-  const image = await decodeImage(bytes);
-  const { width, height } = image;
-  lap("decode");
+  // Every answer, lean or full, takes its numbers from the same copy (lean-answers.spec: equal
+  // numbers); the photo is decoded at full size only where an image or a small palm needs it.
+  const header = await readImageHeader(bytes);
+  const { width, height } = header;
+  const shrink = viewShrink(header, S);
+  let photo: DecodedImage | undefined;
+  const fullSize = async (): Promise<DecodedImage> => {
+    if (!photo) {
+      photo = await decodeImage(bytes, { header });
+      lap("fullDecode");
+    }
+    return photo;
+  };
+  let view: DecodedImage;
+  if (shrink > 1) {
+    view = await decodeImage(bytes, { header, shrink });
+    lap("decode");
+  } else view = await fullSize();
 
   const masks = {} as Record<LineName, FullMask>;
   const detected = {} as Record<LineName, boolean>;
@@ -157,7 +210,7 @@ export async function analyzeImage(
   let traits: Partial<Record<LineName, LineTraits>> = {};
   let headLifeStart: HeadLifeStart | undefined;
 
-  const small = await resizeToFit(image, HAND_SEARCH_SIDE);
+  const small = await resizeToFit(view, HAND_SEARCH_SIDE);
   const found = await engine.hands.detect(small.data, small.width, small.height);
   lap("landmarks");
   if (found) {
@@ -169,7 +222,8 @@ export async function analyzeImage(
       reason = "back_of_hand";
     } else {
       const frame = palmFrame(landmarks);
-      const tensor = await preprocessFrame(image, frame, spec);
+      const fits = (frame.side * view.width) / width >= VIEW_MIN_SCALE * S;
+      const tensor = await preprocessFrame(fits ? view : await fullSize(), frame, spec, header);
       lap("preprocess");
       const probs = await model.run(tensor);
       lap("inference");
@@ -213,13 +267,13 @@ export async function analyzeImage(
     stats[line] = lineStats(masks[line], detected[line], paths[line], unit > 0 ? polylineLength(paths[line]) / unit : 0, lineWhy);
     if (stats[line].detected && traits[line]) stats[line].traits = traits[line];
   }
-  const { pngs, overlay } = await encodeImages(image, masks, options, lap);
+  const { pngs, overlay } = await encodeImages(fullSize, masks, options, lap);
   return { result: { model: meta.model, width, height, overlay, masks: pngs, stats, hand, reason, headLifeStart }, timings: stop() };
 }
 
 /** noStageTimings is a StageTimings of zeros. */
 export function noStageTimings(): StageTimings {
-  return { decode: 0, landmarks: 0, preprocess: 0, inference: 0, postprocess: 0, maskEncode: 0, overlayEncode: 0, total: 0 };
+  return { decode: 0, fullDecode: 0, landmarks: 0, preprocess: 0, inference: 0, postprocess: 0, maskEncode: 0, overlayEncode: 0, total: 0 };
 }
 
 /** stageClock times the stages: lap(stage) adds the time since the last lap to it; stop() sets the total. */
@@ -272,10 +326,11 @@ function selectLines(probs: Float32Array, palm: Float32Array, meta: ModelMetadat
 
 /**
  * encodeImages makes the mask PNGs and the overlay JPEG that `options.images` asks for; images
- * not asked for are not made (pipeline.spec.ts, "makes only the images asked for").
+ * not asked for are not made (pipeline.spec.ts, "makes only the images asked for"). `photo` gives
+ * the photo at full size, decoding it on the first call: only the overlay needs it.
  */
 async function encodeImages(
-  image: Awaited<ReturnType<typeof decodeImage>>,
+  photo: () => Promise<DecodedImage>,
   masks: Record<LineName, FullMask>,
   options: PipelineOptions,
   lap: (stage: "maskEncode" | "overlayEncode") => void,
@@ -288,7 +343,7 @@ async function encodeImages(
   lap("maskEncode");
   const overlay = images.overlay
     ? await encodeOverlayJpeg(
-        image,
+        await photo(),
         LINE_NAMES.map((line) => ({ mask: masks[line], colour: LINE_COLOURS[line] })),
         { ...options.overlay, maxSide: images.maxOverlaySide },
       )

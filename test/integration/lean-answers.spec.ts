@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PalmService } from "../../gen/palm/v1/palm_pb.js";
 import { quotaPeriodOf } from "../../src/auth/quota-period.js";
 import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
+import type { StageTimings } from "../../src/inference/pipeline.js";
 import { createTestAnalyzer } from "../helpers/analyzer.js";
 import { makeHandPhoto, makeImage } from "../helpers/images.js";
 import { registerKey } from "../helpers/keys.js";
@@ -20,9 +21,11 @@ import { startKeyedServer, type KeyedTestServer } from "../helpers/server.js";
 let analyzer: EngineAnalyzer;
 let srv: KeyedTestServer;
 let jpeg: Buffer;
+/** The engine's stage timings of every analysis, in order. */
+const timings: StageTimings[] = [];
 
 beforeAll(async () => {
-  [analyzer, jpeg] = await Promise.all([createTestAnalyzer(), makeImage(400, 300, "jpeg")]);
+  [analyzer, jpeg] = await Promise.all([createTestAnalyzer({ onTimings: (t) => timings.push(t) }), makeImage(400, 300, "jpeg")]);
   srv = await startKeyedServer({ analyzer, client: "acme", plan: "pro" });
 });
 afterAll(async () => {
@@ -46,10 +49,12 @@ const sizeOf = async (b64: string) => {
 };
 
 describe("lean answers on POST /v1/palm/analyze", () => {
-  it("answers a 12 MP photo without images in under 20 KB, with every number of the full answer", async () => {
+  it("answers a 12 MP photo without images in under 20 KB, with every number of the full answer, never decoding it at full size", async () => {
     const photo = await makeHandPhoto(); // 3024 x 4032
     const full = await upload("", photo);
+    const fullTimings = timings.at(-1)!;
     const lean = await upload("?images=none", photo);
+    const leanTimings = timings.at(-1)!;
     expect(full.res.status).toBe(200);
     expect(lean.res.status).toBe(200);
     expect(full.json.results.reason).toBe("");
@@ -59,6 +64,10 @@ describe("lean answers on POST /v1/palm/analyze", () => {
     expect(lean.json.results.masks).toEqual({ heart: "", head: "", life: "" });
     expect(Buffer.byteLength(lean.text)).toBeLessThan(20 * 1024);
     expect(Buffer.byteLength(full.text)).toBeGreaterThan(20 * Buffer.byteLength(lean.text));
+    // The lean answer never decodes the photo at full size; the full one does, for its overlay.
+    expect(leanTimings.decode).toBeGreaterThan(0);
+    expect(leanTimings.fullDecode).toBe(0);
+    expect(fullTimings.fullDecode).toBeGreaterThan(0);
   });
 
   it("gives only the masks, or only an overlay scaled down to max_overlay_side, as asked in the query", async () => {

@@ -1,11 +1,11 @@
 import sharp, { type Sharp } from "sharp";
 import { beforeAll, describe, expect, it } from "vitest";
-import { IMAGE_LIMITS, decodeImage, readImageHeader, sniffImageFormat } from "../../../src/image/decode.js";
+import { IMAGE_LIMITS, decodeImage, readImageHeader, sniffImageFormat, type DecodeOptions } from "../../../src/image/decode.js";
 import { ImageError, type ImageErrorCode } from "../../../src/engine-errors.js";
 import { asymmetricRgb, corruptPngCrc, jpegOf, pngBomb, pngOf, solidJpeg } from "./helpers.js";
 
-async function expectCode(bytes: Uint8Array, code: ImageErrorCode): Promise<void> {
-  const err = await decodeImage(bytes).then(
+async function expectCode(bytes: Uint8Array, code: ImageErrorCode, options: DecodeOptions = {}): Promise<void> {
+  const err = await decodeImage(bytes, options).then(
     () => undefined,
     (e: unknown) => e,
   );
@@ -142,6 +142,39 @@ describe("decodeImage()", () => {
     expect(names).toEqual(["red", "green", "blue", "white"]);
   });
 
+  it.each([1, 6, 8])(
+    "decodes a JPEG of EXIF orientation %i reduced by 3, 5 and 9: upright, each side divided, the full decode's pixels shrunk",
+    async (orientation) => {
+      const w = 450;
+      const h = 300;
+      // Quadrants with a soft diagonal ramp, so that a copy turned or misplaced differs.
+      const raw = asymmetricRgb(w, h);
+      for (let y = 0; y < h; y++) for (let x = 0; x < w; x++) raw[(y * w + x) * 3 + 1] |= Math.round((60 * (x + y)) / (w + h));
+      const turn: Record<number, number> = { 1: 0, 6: -90, 8: 90 };
+      const jpeg = await sharp(raw, { raw: { width: w, height: h, channels: 3 } })
+        .rotate(turn[orientation])
+        .withMetadata({ orientation })
+        .jpeg({ quality: 95 })
+        .toBuffer();
+      const full = await decodeImage(jpeg);
+      expect([full.width, full.height]).toEqual([w, h]);
+      for (const shrink of [3, 5, 9]) {
+        const img = await decodeImage(jpeg, { shrink });
+        const [rw, rh] = [Math.round(w / shrink), Math.round(h / shrink)];
+        expect([img.width, img.height, img.channels], `shrink ${shrink}`).toEqual([rw, rh, 3]);
+        const names = [pixel(img, 2, 2), pixel(img, rw - 3, 2), pixel(img, 2, rh - 3), pixel(img, rw - 3, rh - 3)].map(colourName);
+        expect(names, `shrink ${shrink}`).toEqual(["red", "green", "blue", "white"]);
+        const ref = await sharp(full.data, { raw: { width: w, height: h, channels: 3 } })
+          .resize(rw, rh, { fit: "fill" })
+          .raw()
+          .toBuffer();
+        let diff = 0;
+        for (let i = 0; i < ref.length; i++) diff += Math.abs(ref[i] - img.data[i]);
+        expect(diff / ref.length, `shrink ${shrink}`).toBeLessThan(4);
+      }
+    },
+  );
+
   it("rejects an empty file, GIF, WebP, SVG, PDF and text as unsupported_image_format", async () => {
     const gif = await sharp({ create: { width: 80, height: 80, channels: 3, background: "#888" } })
       .gif()
@@ -167,10 +200,12 @@ describe("decodeImage()", () => {
     await expectCode(big, "image_too_large");
   });
 
-  it("rejects truncated JPEG and PNG files as invalid_image", async () => {
+  it("rejects truncated JPEG and PNG files as invalid_image, reduced or not", async () => {
     const jpeg = await jpegOf(upright, W, H);
     const png = await pngOf(upright, W, H);
     await expectCode(jpeg.subarray(0, Math.floor(jpeg.length * 0.6)), "invalid_image");
+    await expectCode(jpeg.subarray(0, Math.floor(jpeg.length * 0.6)), "invalid_image", { shrink: 3 });
+    await expectCode(jpeg.subarray(0, Math.floor(jpeg.length * 0.95)), "invalid_image", { shrink: 9 });
     await expectCode(png.subarray(0, Math.floor(png.length * 0.6)), "invalid_image");
     await expectCode(jpeg.subarray(0, 3), "invalid_image");
   });

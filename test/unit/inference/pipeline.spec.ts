@@ -303,6 +303,62 @@ describe("analyzeImage()", () => {
     expect(noHead.headLifeStart).toBeUndefined();
   });
 
+  it("takes a 12 MP JPEG's lines from a reduced copy, maps them onto the full-size photo, and decodes it at full size only for the overlay", async () => {
+    // The photo shows the true lines as colours (heart red, head green, life blue), 12 x crop-0
+    // (3072 x 3072); the stand-in model sees them in the view it is given, so the lines come
+    // through the reduced decode, the frame and the mapping back.
+    const F = 12;
+    const { truth, w, h } = await upscaledTruth("crop-0", 1);
+    const colours = pack(truth.heart, truth.head, truth.life, w, h);
+    const W = w * F;
+    const H = h * F;
+    const bytes = await sharp(colours.data, { raw: { width: w, height: h, channels: 3 } })
+      .resize(W, H, { kernel: "nearest" })
+      .jpeg({ quality: 95 })
+      .toBuffer();
+    const { scale, mean, std } = META.normalization;
+    const seeing: PipelineModel = {
+      metadata: META,
+      async run(tensor) {
+        const out = new Float32Array(4 * S * S).fill(1, 0, S * S); // the palm everywhere
+        for (let c = 0; c < 3; c++)
+          for (let i = 0; i < S * S; i++) out[(c + 1) * S * S + i] = ((tensor[c * S * S + i] * std[c] + mean[c]) * scale) / 255;
+        return out;
+      },
+    };
+    const run = (images: { overlay: boolean; masks: boolean }, pose = whole(w, h)) =>
+      analyzeImage(bytes, engine(seeing, fakeHands(pose, w)), { images: { ...images, maxOverlaySide: 0 } });
+    const none = await run({ overlay: false, masks: false });
+    const masks = await run({ overlay: false, masks: true });
+    const full = await run({ overlay: true, masks: true });
+    expect([none.result.width, none.result.height]).toEqual([W, H]);
+    expect(none.timings.decode).toBeGreaterThan(0);
+    expect(none.timings.fullDecode).toBe(0);
+    expect(masks.timings.fullDecode).toBe(0);
+    expect(full.timings.fullDecode).toBeGreaterThan(0);
+    expect(none.result.stats).toEqual(full.result.stats);
+    expect(masks.result.masks).toEqual(full.result.masks);
+    expect((await sharp(full.result.overlay).metadata()).width).toBe(W);
+    const big = await upscaledTruth("crop-0", F);
+    for (const line of LINE_NAMES) {
+      expect(full.result.stats[line].detected, line).toBe(true);
+      const pred = await decodeMask(full.result.masks[line]);
+      expect(tolerantF1(pred.data, big.truth[line], W, H, F).f1, line).toBeGreaterThanOrEqual(0.9);
+    }
+    // A palm too small for the reduced copy (a frame of 0.3 x the photo: under 2 copy pixels per
+    // model pixel) is cut from the photo at full size, lean answer or not.
+    const small = await run({ overlay: false, masks: false }, { cx: w / 2, cy: h / 2, side: 0.3 * w });
+    expect(small.timings.fullDecode).toBeGreaterThan(0);
+    // A PNG, and a JPEG too small to reduce, are decoded once, at full size.
+    const png = await sharp(fixtureImage("crop-0")).png().toBuffer();
+    for (const photo of [png, fixtureImage("crop-0")]) {
+      const { timings } = await analyzeImage(photo, engine(seeing, fakeHands(whole(w, h), w)), {
+        images: { overlay: true, masks: false, maxOverlaySide: 0 },
+      });
+      expect([timings.decode, timings.fullDecode > 0]).toEqual([0, true]);
+    }
+  });
+
   it("returns empty masks and the photo as overlay when the model finds nothing", async () => {
     const blank: PipelineModel = { metadata: META, run: async () => new Float32Array(4 * S * S) };
     const bytes = fixtureImage("crop-1");
