@@ -14,7 +14,12 @@ line with a box (training/real_boxes.py):
     whole line's mass (LINE_MASS): the mean BCE of `outside` is dominated by the many easy pixels
     far from any line and hardly pushes on a line drawn past its box's end. Not a share of the
     line's mass: a share rewards mass added inside the box, and the line becomes a blob there;
-  - palm: kept where the starting model put it (the boxes say nothing of the palm).
+  - palm: kept where the starting model put it (the boxes say nothing of the palm);
+  - pseudo-label (--w-pseudo, 3.2): where the starting model's line agrees with its box (the
+    eval:boxes rule, on the clean view), the student is pulled to the teacher's line on a jittered
+    view: a dense, thin target that the box terms lack (self-training with a noised student).
+Real views are jittered (--geo, 3.2): a small rotation, scale and shift of view and labels together,
+as a landmark error moves the canonical frame, and light (per-channel gain, gamma, blur, noise).
 Real views whose file name's SHA-256 starts with 4 or 5 (an eighth of the training part) are held
 out of training to compare checkpoints (`npm run eval:boxes -- --part heldout`). Resumable: --resume last.pt.
 """
@@ -25,6 +30,7 @@ import math
 import os
 import time
 
+import cv2
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -38,14 +44,17 @@ HELD_OUT = "45"
 W_OUT, W_SPAN, W_THIN, W_PALM = 1.0, 1.0, 0.05, 0.5
 # A line's probability mass in the 256 px canonical view: about 100 px long, 3 px wide.
 LINE_MASS = 300.0
+# A teacher line is a pseudo-label where it agrees with its box as eval:boxes scores agreement.
+PSEUDO_P, PSEUDO_INSIDE, PSEUDO_IOU = 0.5, 0.75, 0.25
 
 
 def held_out(file):
     return hashlib.sha256(file.encode()).hexdigest()[0] in HELD_OUT
 
 
-def real_loss(logits, lab, teacher_palm, w_frac=0.0):
-    """logits (B,4,S,S); lab (B,3,3,S,S) int8 from real_boxes.labels; teacher_palm (B,S,S) in [0,1]."""
+def real_loss(logits, lab, teacher_palm, w_frac=0.0, pseudo=None, w_pseudo=0.0):
+    """logits (B,4,S,S); lab (B,3,3,S,S) int8 from real_boxes.labels; teacher_palm (B,S,S) in [0,1];
+    pseudo: (target (B,3,S,S) in [0,1], keep (B,3)) or None."""
     lines = logits[:, 1:4]
     p = torch.sigmoid(lines)
     has = (lab[:, :, 0, 0, 0] >= 0).float()                       # (B,3) line labelled
@@ -65,7 +74,58 @@ def real_loss(logits, lab, teacher_palm, w_frac=0.0):
     mass_out = (p * outside).sum((2, 3)) / LINE_MASS
     l_frac = (mass_out * has).sum() / has.sum().clamp(min=1)
     total = W_OUT * l_out + W_SPAN * l_span + W_THIN * l_thin + W_PALM * l_palm + w_frac * l_frac
-    return total, [float(l_out), float(l_span), float(l_thin), float(l_palm), float(l_frac)]
+    l_ps = torch.zeros(())
+    if pseudo is not None and w_pseudo > 0:
+        tgt, keep = pseudo
+        bce = F.binary_cross_entropy_with_logits(lines, tgt, reduction="none").mean((2, 3))
+        l_ps = (bce * keep).sum() / keep.sum().clamp(min=1)
+        total = total + w_pseudo * l_ps
+    return total, [float(l_out), float(l_span), float(l_thin), float(l_palm), float(l_frac), float(l_ps)]
+
+
+def agrees(prob, lab_line):
+    """The eval:boxes rule on one teacher line (S,S) probability against its label's inside quad."""
+    m = prob >= PSEUDO_P
+    box = lab_line[0] > 0
+    if m.sum() == 0 or box.sum() == 0:
+        return False
+    grown = lab_line[1] == 0
+    inside = (m & grown).sum() / m.sum()
+    ys, xs = np.nonzero(m); by, bx = np.nonzero(box)
+    ax0, ax1, ay0, ay1 = xs.min(), xs.max() + 1, ys.min(), ys.max() + 1
+    bx0, bx1, by0, by1 = bx.min(), bx.max() + 1, by.min(), by.max() + 1
+    iw = max(0, min(ax1, bx1) - max(ax0, bx0)); ih = max(0, min(ay1, by1) - max(ay0, by0))
+    inter = iw * ih
+    iou = inter / ((ax1 - ax0) * (ay1 - ay0) + (bx1 - bx0) * (by1 - by0) - inter)
+    return inside >= PSEUDO_INSIDE and iou >= PSEUDO_IOU
+
+
+def jitter(rng, img, lab, palm, teach):
+    """--geo: one real view, its labels, teacher palm and teacher lines (or None) under the same small
+    affine warp (a landmark error moves the canonical frame this much), then light jitter on the
+    view. Label channels warp nearest; beyond the view is `outside`."""
+    s = img.shape[0]
+    ang = rng.uniform(-8, 8); sc = math.exp(rng.uniform(-0.1, 0.1)); sh = rng.uniform(-0.04, 0.04, 2) * s
+    m = cv2.getRotationMatrix2D((s / 2, s / 2), ang, sc); m[:, 2] += sh
+    img = cv2.warpAffine(img, m, (s, s), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT, borderValue=0)
+    palm = cv2.warpAffine(palm, m, (s, s), flags=cv2.INTER_LINEAR, borderValue=0)
+    if teach is not None:
+        teach = np.stack([cv2.warpAffine(t, m, (s, s), flags=cv2.INTER_LINEAR, borderValue=0) for t in teach])
+    out = lab.copy()
+    for i in range(3):
+        if lab[i, 0, 0, 0] < 0:
+            continue
+        for c, border in ((0, 0), (1, 1), (2, 0)):
+            out[i, c] = cv2.warpAffine(lab[i, c].astype(np.uint8), m, (s, s), flags=cv2.INTER_NEAREST,
+                                       borderValue=border).astype(np.int8)
+    x = img.astype(np.float32)
+    x = x * rng.uniform(0.6, 1.3) + rng.uniform(-25, 25)                    # brightness, contrast (3.1)
+    x = x * rng.uniform(0.9, 1.1, 3)                                         # colour cast of the light
+    x = 255.0 * (np.clip(x, 0, 255) / 255.0) ** rng.uniform(0.75, 1.4)       # dim or harsh light
+    if rng.random() < 0.3:
+        x = cv2.GaussianBlur(x, (0, 0), rng.uniform(0.4, 1.2))              # out of focus
+    x = x + rng.normal(0, rng.uniform(0, 6), x.shape)                        # sensor noise
+    return np.clip(x, 0, 255).astype(np.uint8), out, palm, teach
 
 
 def main():
@@ -82,6 +142,8 @@ def main():
     ap.add_argument("--seed", type=int, default=40)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--w-frac", type=float, default=0.0, help="weight of the outside-mass term (0 in 3.0.0)")
+    ap.add_argument("--geo", action="store_true", help="geometric and stronger light jitter of real views (3.2)")
+    ap.add_argument("--w-pseudo", type=float, default=0.0, help="weight of the box-agreeing pseudo-labels (3.2)")
     ap.add_argument("--ckpt-min", type=float, default=5.0)
     ap.add_argument("--time-budget", type=float, default=None,
                     help="seconds: the LR schedule runs on wall time and training stops when it is spent (a shared "
@@ -109,19 +171,36 @@ def main():
     print(f"params: {count_params(net)}; start at step {start}", flush=True)
 
     # The starting model's palm, once per real view: the real loss keeps it (the boxes do not say).
+    # With --w-pseudo, its lines too (uint8 probabilities) and which of them agree with their boxes.
     teacher_file = os.path.join(a.out, "teacher_palm.npy")
-    if os.path.exists(teacher_file):
+    lines_file = os.path.join(a.out, "teacher_lines.npy")
+    if os.path.exists(teacher_file) and (a.w_pseudo == 0 or os.path.exists(lines_file)):
         teacher = np.load(teacher_file)
+        t_lines = np.load(lines_file) if a.w_pseudo > 0 else None
     else:
         init = PalmUNet()
         init.load_state_dict(torch.load(a.init, map_location="cpu")["model"])
         init.eval()
         teacher = np.zeros(r_ims.shape[:3], np.uint8)
+        t_lines = np.zeros((len(r_ims), 3) + r_ims.shape[1:3], np.uint8)
         with torch.no_grad():
             for i in range(0, len(r_ims), 16):
                 x = torch.from_numpy(r_ims[i:i + 16]).permute(0, 3, 1, 2).float().div_(255.0)
-                teacher[i:i + 16] = (torch.sigmoid(init(x)[:, 0]) * 255).round().byte().numpy()
+                pr = (torch.sigmoid(init(x)) * 255).round().byte().numpy()
+                teacher[i:i + 16] = pr[:, 0]
+                t_lines[i:i + 16] = pr[:, 1:4]
         np.save(teacher_file, teacher)
+        np.save(lines_file, t_lines)
+        t_lines = t_lines if a.w_pseudo > 0 else None
+    keep = np.zeros((len(r_ims), 3), np.float32)
+    if a.w_pseudo > 0:
+        for i in range(len(r_ims)):
+            for j in range(3):
+                if r_lab[i, j, 0, 0, 0] >= 0:
+                    keep[i, j] = agrees(t_lines[i, j] / 255.0, r_lab[i, j])
+        n_lab = int((r_lab[train_idx, :, 0, 0, 0] >= 0).sum())
+        print(f"pseudo-labels: {int(keep[train_idx].sum())} of {n_lab} labelled training lines agree with their boxes "
+              f"(heart/head/life {[int(v) for v in keep[train_idx].sum(0)]})", flush=True)
 
     def set_train():
         net.train()
@@ -151,19 +230,32 @@ def main():
         rng = np.random.default_rng([a.seed, step])
         x_s, y_s = make_batch(rng, ims, ms, a.synth_batch, None, True)
         pick = rng.choice(train_idx, a.real_batch)
-        xr = r_ims[pick].copy()
-        # Photometric jitter on real views (brightness, contrast): dim and harsh light alike.
-        g = rng.uniform(0.6, 1.3, (a.real_batch, 1, 1, 1)); c = rng.uniform(-25, 25, (a.real_batch, 1, 1, 1))
-        xr = np.clip(xr.astype(np.float32) * g + c, 0, 255).astype(np.uint8)
+        if not a.geo:
+            xr = r_ims[pick].copy()
+            # Photometric jitter on real views (brightness, contrast): dim and harsh light alike.
+            g = rng.uniform(0.6, 1.3, (a.real_batch, 1, 1, 1)); c = rng.uniform(-25, 25, (a.real_batch, 1, 1, 1))
+            xr = np.clip(xr.astype(np.float32) * g + c, 0, 255).astype(np.uint8)
+            labs_, tps_ = r_lab[pick], teacher[pick]
+            tls_ = t_lines[pick] if t_lines is not None else None
+        else:
+            xr, labs_, tps_, tls_ = [], [], [], []
+            for k in pick:
+                xi, li, pi, ti = jitter(rng, r_ims[k], r_lab[k], teacher[k], t_lines[k] if t_lines is not None else None)
+                xr.append(xi); labs_.append(li); tps_.append(pi); tls_.append(ti)
+            xr, labs_, tps_ = np.stack(xr), np.stack(labs_), np.stack(tps_)
+            tls_ = np.stack(tls_) if t_lines is not None else None
         x_r = torch.from_numpy(xr).permute(0, 3, 1, 2).float().div_(255.0)
-        lab = torch.from_numpy(r_lab[pick])
-        tp = torch.from_numpy(teacher[pick]).float().div_(255.0)
+        lab = torch.from_numpy(labs_)
+        tp = torch.from_numpy(tps_).float().div_(255.0)
+        pseudo = None
+        if a.w_pseudo > 0:
+            pseudo = (torch.from_numpy(tls_).float().div_(255.0), torch.from_numpy(keep[pick]))
         for gr in opt.param_groups:
             gr["lr"] = lr_at(step, a.steps, a.lr) if not a.time_budget else \
                 a.lr * min(1.0, (step + 1) / 40) * (0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * min(prog, 1.0))))
         logits = net(torch.cat([x_s, x_r]))
         ls, dice = loss_fn(logits[:a.synth_batch], y_s)
-        lr_, parts = real_loss(logits[a.synth_batch:], lab, tp, a.w_frac)
+        lr_, parts = real_loss(logits[a.synth_batch:], lab, tp, a.w_frac, pseudo, a.w_pseudo)
         loss = ls + lr_
         opt.zero_grad(set_to_none=True)
         loss.backward()
