@@ -2,15 +2,15 @@
  * Lenient base64 for REST clients (SPEC.md section 2): standard or URL-safe alphabet, padding
  * optional, whitespace and line breaks ignored, a `data:<type>;base64,` prefix stripped.
  *
- * Built for 5 MiB images: one linear regex validates, Node's decoder (which accepts both
- * alphabets and skips whitespace) decodes; no copies of the string are made on the common path.
+ * Built for 5 MiB images and for bodies that are not base64 at all (issue 29, finding 2: a 7.4 MiB
+ * string invalid at its very end): Node's decoder (which accepts both alphabets) decodes once, and
+ * tells by the length of what it wrote whether it skipped a character; no regex scans the string
+ * unless it holds a character outside ASCII.
  */
 
 const DATA_URL_PREFIX = /^data:[^,]{0,200};base64,/i;
 /** Every character allowed before the padding. */
 const BODY = /^[A-Za-z0-9+/_\-\s]*$/;
-/** No whitespace at all: one scan instead of two. */
-const PLAIN = /^[A-Za-z0-9+/_-]*$/;
 const WHITESPACE = /\s/g;
 
 /**
@@ -33,23 +33,22 @@ export function decodeBase64Lenient(text: string): Uint8Array | undefined {
   }
   if (pad > 2) return undefined;
   const body = end === s.length ? s : s.slice(0, end);
-  // The common case, nothing but alphabet characters: Node's decoder skips every character
-  // outside both alphabets (whitespace included), so it has used them all exactly when it
-  // returns 3/4 of the length, rounded down. That checks a 4.8 MB string in the decode itself
-  // (0.4 ms) instead of a regex scan (6 ms); anything else takes the checks below.
-  if (body.length % 4 !== 1 && (pad === 0 || (body.length + pad) % 4 === 0)) {
-    const buf = Buffer.from(body, "base64");
-    if (buf.byteLength === Math.floor((body.length * 3) / 4)) return new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength);
-  }
-  let spaces = 0;
-  if (!PLAIN.test(body)) {
-    if (!BODY.test(body)) return undefined;
-    spaces = body.match(WHITESPACE)?.length ?? 0;
-  }
-  const chars = body.length - spaces;
+  // Node's decoder reads a character outside ASCII by its low byte ("Ł", U+0141, as "A"): such a
+  // string is checked by the regex first (test/unit/rest/base64.spec.ts, "refuses").
+  const ascii = Buffer.byteLength(body, "utf8") === body.length;
+  if (!ascii && !BODY.test(body)) return undefined;
+  // Node's decoder skips every ASCII character outside both alphabets (whitespace, and anything
+  // invalid) and stops at an inner "=". Of n characters with n % 4 != 1, it has used them all
+  // exactly when it wrote 3/4 of n bytes, rounded down (one fewer used writes fewer). So one
+  // decode and, only when it skipped something, one count of the whitespace tell valid from not:
+  // the 7.4 MiB invalid body of finding 2 costs that instead of two regex scans and a second
+  // decode (bench/RESULTS.md, issue 29).
+  const buf = Buffer.from(body, "base64");
+  let chars = body.length;
+  if (chars % 4 === 1 || buf.byteLength !== Math.floor((chars * 3) / 4)) chars -= body.match(WHITESPACE)?.length ?? 0;
   if (chars % 4 === 1) return undefined;
   if (pad > 0 && (chars + pad) % 4 !== 0) return undefined;
-  const buf = Buffer.from(body, "base64");
+  if (buf.byteLength !== Math.floor((chars * 3) / 4)) return undefined;
   return new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength);
 }
 
