@@ -1,18 +1,19 @@
 #!/bin/sh
 # One documented command per stage; everything is seeded and reproducible.
-#   sh training/run.sh data      # generate training + held-out synthetic sets (training/data/; held-out sets in the canonical frame)
-#   sh training/run.sh train     # train (log + checkpoints in training/runs/main/)
-#   sh training/run.sh export    # export models/palm-lines/palm-lines.onnx (+ onnxruntime-node check)
-#   sh training/run.sh evaluate  # calibrate on the canonical val sets, re-export, evaluate on the test sets -> metrics.json
-#   sh training/run.sh smoke     # the whole chain on tiny data in under a minute (nothing in models/)
-#   sh training/run.sh release   # palm-lines 3.1, the released model: 2.0 and 3.0 from an empty training/ folder, then 3.1
+#   sh training/run.sh release   # palm-lines 3.2, the released model (also with no stage named): the stages
+#                                # before it (2.0, 3.0, 3.1) first where their files are missing
+#   sh training/run.sh metrics   # the released file on the held-out synthetic test sets -> models/palm-lines/metrics.json
+#   sh training/run.sh smoke     # the chain of train/export/evaluate on tiny data in about a minute (nothing in models/)
+#   sh training/run.sh data|train|export|evaluate   # the 1.x photo-frame chain, retired with its engine: it
+#                                # writes under training/runs/main/, never over the released model
 set -e
 cd "$(dirname "$0")/.."
 PY=${PY:-/usr/bin/python3}
 D=${DATA:-training/data}
 RUN=${RUN:-training/runs/main}
-MODEL=${MODEL:-models/palm-lines/palm-lines.onnx}
-CALIB=${CALIB:-models/palm-lines/calibration.json}
+MODEL=${MODEL:-$RUN/palm-lines.onnx}
+CALIB=${CALIB:-$RUN/calibration.json}
+RELEASED=models/palm-lines/palm-lines.onnx
 N_TRAIN=${N_TRAIN:-5000}
 STEPS=${STEPS:-3000}
 
@@ -30,13 +31,14 @@ data() {
 }
 train() {
   mkdir -p "$RUN"
+  [ -f "$CALIB" ] || cp models/palm-lines/calibration.json "$CALIB"   # read by the checkpoints' export
   $PY -m training.train --data "$D/train" --out "$RUN" --steps "$STEPS" --seed 0 --crop 160 --crop-frac 0.8 --export "$MODEL" --calib "$CALIB" "$@"
 }
-export_() { $PY -m training.export --ckpt "$RUN/final.pt" --out "$MODEL" --calib "$CALIB"; }
+export_() { [ -f "$CALIB" ] || cp models/palm-lines/calibration.json "$CALIB"; $PY -m training.export --ckpt "$RUN/final.pt" --out "$MODEL" --calib "$CALIB"; }
 evaluate() {
   $PY -m training.evaluate --ckpt "$RUN/final.pt" --data "$D" --tune --calib "$CALIB"
   export_
-  $PY -m training.evaluate --ckpt "$RUN/final.pt" --data "$D" --onnx "$MODEL" --out "${METRICS:-models/palm-lines/metrics.json}"
+  $PY -m training.evaluate --ckpt "$RUN/final.pt" --data "$D" --onnx "$MODEL" --out "${METRICS:-$RUN/metrics.json}"
 }
 smoke() {
   D=training/data/smoke RUN=training/runs/smoke MODEL=training/runs/smoke/palm-lines.onnx CALIB=training/runs/smoke/calibration.json
@@ -97,11 +99,11 @@ release3() {
 
 # palm-lines 3.1: 3.0.0 fine-tuned again with synthetic backs of hands (canonneg31) in the synthetic
 # half and the outside-mass term (--w-frac) on the real half; 2.0.0's calibration. V31_STEPS is the
-# step count the released run reached on wall time (see MODEL_CARD.md).
+# step count the released run reached on wall time (see HISTORY.md).
 V31_STEPS=${V31_STEPS:-5539}
-release() {
+release31() {
   [ -f "${V3_ONNX:-training/runs/v3/palm-lines-3.0.0.onnx}" ] || release3
-  R=${RUN:-training/runs/v31}
+  R=${RUN31:-training/runs/v31}
   mkdir -p "$R"
   synth3k
   [ -f "$D/canonneg31/shard_0001.npz" ] || $PY -m training.generate --out "$D/canonneg31" --n 1000 --seed 31 --kind 4 --fades
@@ -109,17 +111,43 @@ release() {
   PYTHONPATH=. $PY -m training.from_onnx --onnx "${V3_ONNX:-training/runs/v3/palm-lines-3.0.0.onnx}" --data "$D/canon30_3k" --out "$R/init.pt"
   $PY -m training.train_real --synth "$D/canon30_3k,$D/canonneg31" --real "$D/boxes_train" --init "$R/init.pt" --out "$R" \
     --steps "$V31_STEPS" --w-frac 1.0 --seed 41
-  cp "${V2_CALIB:-training/runs/v2/calibration.json}" "$CALIB"
-  $PY -m training.export --ckpt "$R/final.pt" --out "$MODEL" --calib "$CALIB" --version 3.1.0
+  $PY -m training.export --ckpt "$R/final.pt" --out "$R/palm-lines-3.1.0.onnx" --calib "${V2_CALIB:-training/runs/v2/calibration.json}" --version 3.1.0
 }
 
-case "$1" in
+# palm-lines 3.2: 3.1.0 fine-tuned with its real views jittered (--geo: pose as a landmark error moves
+# the frame, and light) and pulled to 3.1.0's own lines where they agree with their boxes
+# (--w-pseudo); 2.0.0's calibration. V32_STEPS: the step count the released run reached on wall time.
+V32_STEPS=${V32_STEPS:-2952}
+release() {
+  [ -f "${V31_ONNX:-training/runs/v31/palm-lines-3.1.0.onnx}" ] || release31
+  R=${RUN32:-training/runs/v32}
+  mkdir -p "$R"
+  PYTHONPATH=. $PY -m training.from_onnx --onnx "${V31_ONNX:-training/runs/v31/palm-lines-3.1.0.onnx}" --data "$D/canon30_3k" --out "$R/init.pt"
+  $PY -m training.train_real --synth "$D/canon30_3k,$D/canonneg31" --real "$D/boxes_train" --init "$R/init.pt" --out "$R" \
+    --steps "$V32_STEPS" --w-frac 1.0 --geo --w-pseudo 5.0 --seed 42
+  cp "${V2_CALIB:-training/runs/v2/calibration.json}" models/palm-lines/calibration.json
+  $PY -m training.export --ckpt "$R/final.pt" --out "$RELEASED" --calib models/palm-lines/calibration.json --version 3.2.0
+}
+
+# The released file on the held-out synthetic test sets (test_canon, test_canon_neg) -> metrics.json.
+metrics() {
+  mkdir -p "$RUN"
+  [ -f "$D/test_canon/shard_0000.npz" ] || $PY -m training.generate --out "$D/test_canon" --n 500 --seed 32 --kind 3
+  [ -f "$D/test_canon_neg/shard_0000.npz" ] || $PY -m training.generate --out "$D/test_canon_neg" --n 300 --seed 36 --kind 4
+  PYTHONPATH=. $PY -m training.from_onnx --onnx "$RELEASED" --data "$D/test_canon" --out "$RUN/released.pt"
+  $PY -m training.evaluate --ckpt "$RUN/released.pt" --data "$D" --onnx "$RELEASED" --canonical --out models/palm-lines/metrics.json
+}
+
+case "${1:-release}" in
   data) data ;;
   train) shift; train "$@" ;;
   export) export_ ;;
   evaluate) evaluate ;;
   smoke) smoke ;;
+  release2) release2 ;;
   release3) release3 ;;
+  release31) release31 ;;
   release) release ;;
-  *) echo "usage: sh training/run.sh data|train|export|evaluate|smoke|release3|release"; exit 2 ;;
+  metrics) metrics ;;
+  *) echo "usage: sh training/run.sh [release|metrics|smoke|release31|release3|release2|data|train|export|evaluate]"; exit 2 ;;
 esac
