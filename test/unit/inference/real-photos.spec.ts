@@ -166,7 +166,13 @@ describe.skipIf(!HAVE_REAL)("Analyzer.analyze() on real palm photos", () => {
       // The engine measures in the palm's own upright view: a turned photo gives the same view.
       expect(Math.abs(a.curvature - b.curvature), `${file} ${l} curvature`).toBeLessThanOrEqual(0.02);
       expect(Math.abs(a.depth - b.depth), `${file} ${l} depth`).toBeLessThanOrEqual(0.02);
-      expect([b.start.zone, b.end.zone], `${file} ${l} zones`).toEqual([a.start.zone, a.end.zone]);
+      // Each end at the same place on the palm, across the knuckles and down toward the wrist. Not
+      // the same zone word: an end near a zone's edge may cross it (hand1's heart line ends at
+      // across 0.848 and 0.821 with palm-lines 3.2.0, either side of the index/middle split).
+      for (const end of ["start", "end"] as const) {
+        expect(Math.abs(a[end].across - b[end].across), `${file} ${l} ${end} across`).toBeLessThanOrEqual(0.05);
+        expect(Math.abs(a[end].along - b[end].along), `${file} ${l} ${end} along`).toBeLessThanOrEqual(0.05);
+      }
     }
   });
 });
