@@ -13,7 +13,7 @@ D=${DATA:-training/data}
 RUN=${RUN:-training/runs/main}
 MODEL=${MODEL:-$RUN/palm-lines.onnx}
 CALIB=${CALIB:-$RUN/calibration.json}
-RELEASED=models/palm-lines/palm-lines.onnx
+RELEASED=${RELEASED:-models/palm-lines/palm-lines.onnx}
 N_TRAIN=${N_TRAIN:-5000}
 STEPS=${STEPS:-3000}
 
@@ -84,17 +84,27 @@ release2() {
 # views with per-line boxes (training/box_views.ts, training/train_real.py); 2.0.0's calibration.
 # V3_STEPS is the step count the 3.0.0 run reached on wall time (see models/palm-lines/HISTORY.md).
 V3_STEPS=${V3_STEPS:-1138}
+V2_CALIB=${V2_CALIB:-training/runs/v2/calibration.json}
 # The first 3,000 samples of canon30 (sample i depends only on the seed and i).
 synth3k() { [ -f "$D/canon30_3k/shard_0005.npz" ] || $PY -m training.generate --out "$D/canon30_3k" --n 3000 --seed 30 --kind 3 --fades; }
+# finetune FROM RUN SYNTH OUT VERSION [train_real options]: the ONNX file FROM rebuilt as RUN/init.pt,
+# fine-tuned by train_real on SYNTH and the box set's training part, exported to OUT as VERSION with
+# 2.0.0's calibration.
+finetune() {
+  from=$1; r=$2; synth=$3; out=$4; version=$5; shift 5
+  mkdir -p "$r"
+  synth3k
+  case "$synth" in *canonneg31*) [ -f "$D/canonneg31/shard_0001.npz" ] ||
+    $PY -m training.generate --out "$D/canonneg31" --n 1000 --seed 31 --kind 4 --fades ;; esac
+  [ -f "$D/boxes_train/meta.json" ] || node --import tsx training/box_views.ts --out "$D/boxes_train"
+  PYTHONPATH=. $PY -m training.from_onnx --onnx "$from" --data "$D/canon30_3k" --out "$r/init.pt"
+  $PY -m training.train_real --synth "$synth" --real "$D/boxes_train" --init "$r/init.pt" --out "$r" "$@"
+  $PY -m training.export --ckpt "$r/final.pt" --out "$out" --calib "$V2_CALIB" --version "$version"
+}
 release3() {
   [ -f "${V2_ONNX:-training/runs/v2/palm-lines-2.0.0.onnx}" ] || release2
-  R=${RUN3:-training/runs/v3}
-  mkdir -p "$R"
-  synth3k
-  [ -f "$D/boxes_train/meta.json" ] || node --import tsx training/box_views.ts --out "$D/boxes_train"
-  PYTHONPATH=. $PY -m training.from_onnx --onnx "${V2_ONNX:-training/runs/v2/palm-lines-2.0.0.onnx}" --data "$D/canon30_3k" --out "$R/init.pt"
-  $PY -m training.train_real --synth "$D/canon30_3k" --real "$D/boxes_train" --init "$R/init.pt" --out "$R" --steps "$V3_STEPS"
-  $PY -m training.export --ckpt "$R/final.pt" --out "$R/palm-lines-3.0.0.onnx" --calib "${V2_CALIB:-training/runs/v2/calibration.json}" --version 3.0.0
+  finetune "${V2_ONNX:-training/runs/v2/palm-lines-2.0.0.onnx}" "${RUN3:-training/runs/v3}" "$D/canon30_3k" \
+    "${RUN3:-training/runs/v3}/palm-lines-3.0.0.onnx" 3.0.0 --steps "$V3_STEPS"
 }
 
 # palm-lines 3.1: 3.0.0 fine-tuned again with synthetic backs of hands (canonneg31) in the synthetic
@@ -103,15 +113,8 @@ release3() {
 V31_STEPS=${V31_STEPS:-5539}
 release31() {
   [ -f "${V3_ONNX:-training/runs/v3/palm-lines-3.0.0.onnx}" ] || release3
-  R=${RUN31:-training/runs/v31}
-  mkdir -p "$R"
-  synth3k
-  [ -f "$D/canonneg31/shard_0001.npz" ] || $PY -m training.generate --out "$D/canonneg31" --n 1000 --seed 31 --kind 4 --fades
-  [ -f "$D/boxes_train/meta.json" ] || node --import tsx training/box_views.ts --out "$D/boxes_train"
-  PYTHONPATH=. $PY -m training.from_onnx --onnx "${V3_ONNX:-training/runs/v3/palm-lines-3.0.0.onnx}" --data "$D/canon30_3k" --out "$R/init.pt"
-  $PY -m training.train_real --synth "$D/canon30_3k,$D/canonneg31" --real "$D/boxes_train" --init "$R/init.pt" --out "$R" \
-    --steps "$V31_STEPS" --w-frac 1.0 --seed 41
-  $PY -m training.export --ckpt "$R/final.pt" --out "$R/palm-lines-3.1.0.onnx" --calib "${V2_CALIB:-training/runs/v2/calibration.json}" --version 3.1.0
+  finetune "${V3_ONNX:-training/runs/v3/palm-lines-3.0.0.onnx}" "${RUN31:-training/runs/v31}" "$D/canon30_3k,$D/canonneg31" \
+    "${RUN31:-training/runs/v31}/palm-lines-3.1.0.onnx" 3.1.0 --steps "$V31_STEPS" --w-frac 1.0 --seed 41
 }
 
 # palm-lines 3.2: 3.1.0 fine-tuned with its real views jittered (--geo: pose as a landmark error moves
@@ -120,13 +123,9 @@ release31() {
 V32_STEPS=${V32_STEPS:-2952}
 release() {
   [ -f "${V31_ONNX:-training/runs/v31/palm-lines-3.1.0.onnx}" ] || release31
-  R=${RUN32:-training/runs/v32}
-  mkdir -p "$R"
-  PYTHONPATH=. $PY -m training.from_onnx --onnx "${V31_ONNX:-training/runs/v31/palm-lines-3.1.0.onnx}" --data "$D/canon30_3k" --out "$R/init.pt"
-  $PY -m training.train_real --synth "$D/canon30_3k,$D/canonneg31" --real "$D/boxes_train" --init "$R/init.pt" --out "$R" \
-    --steps "$V32_STEPS" --w-frac 1.0 --geo --w-pseudo 5.0 --seed 42
-  cp "${V2_CALIB:-training/runs/v2/calibration.json}" models/palm-lines/calibration.json
-  $PY -m training.export --ckpt "$R/final.pt" --out "$RELEASED" --calib models/palm-lines/calibration.json --version 3.2.0
+  finetune "${V31_ONNX:-training/runs/v31/palm-lines-3.1.0.onnx}" "${RUN32:-training/runs/v32}" "$D/canon30_3k,$D/canonneg31" \
+    "$RELEASED" 3.2.0 --steps "$V32_STEPS" --w-frac 1.0 --geo --w-pseudo 5.0 --seed 42
+  cp "$V2_CALIB" models/palm-lines/calibration.json
 }
 
 # The released file on the held-out synthetic test sets (test_canon, test_canon_neg) -> metrics.json.
