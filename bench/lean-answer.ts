@@ -16,7 +16,7 @@
  */
 import type { ServerProcess } from "../test/helpers/index.js";
 import type { ImageOutput } from "../src/inference/analyzer-types.js";
-import { analyzeImage, type PipelineEngine, type StageTimings } from "../src/inference/pipeline.js";
+import { analyzeImage, noStageTimings, type PipelineEngine, type StageTimings } from "../src/inference/pipeline.js";
 import { median } from "./stats.js";
 import type { Workload } from "./workloads.js";
 
@@ -128,18 +128,8 @@ export function restTable(rounds: LeanSample[][]): string {
   ].join("\n");
 }
 
-const STAGES = [
-  "decode",
-  "fullDecode",
-  "landmarks",
-  "preprocess",
-  "inference",
-  "postprocess",
-  "maskEncode",
-  "overlayEncode",
-  "total",
-  "cpuMs",
-] as const;
+/** The table's columns: every stage the engine times (StageTimings, in its order), then the CPU. */
+const STAGES: readonly (keyof EngineSample)[] = [...(Object.keys(noStageTimings()) as (keyof StageTimings)[]), "cpuMs"];
 
 /** engineTable is the side-by-side Markdown table of {@link leanEngineRounds}: median milliseconds per stage, and CPU. */
 export function engineTable(rounds: EngineSample[][]): string {
