@@ -171,12 +171,11 @@ def main():
     print(f"params: {count_params(net)}; start at step {start}", flush=True)
 
     # The starting model's palm, once per real view: the real loss keeps it (the boxes do not say).
-    # With --w-pseudo, its lines too (uint8 probabilities) and which of them agree with their boxes.
+    # And its lines (uint8 probabilities), which --w-pseudo keeps where they agree with their boxes.
     teacher_file = os.path.join(a.out, "teacher_palm.npy")
     lines_file = os.path.join(a.out, "teacher_lines.npy")
-    if os.path.exists(teacher_file) and (a.w_pseudo == 0 or os.path.exists(lines_file)):
-        teacher = np.load(teacher_file)
-        t_lines = np.load(lines_file) if a.w_pseudo > 0 else None
+    if os.path.exists(teacher_file) and os.path.exists(lines_file):
+        teacher, t_lines = np.load(teacher_file), np.load(lines_file)
     else:
         init = PalmUNet()
         init.load_state_dict(torch.load(a.init, map_location="cpu")["model"])
@@ -191,7 +190,8 @@ def main():
                 t_lines[i:i + 16] = pr[:, 1:4]
         np.save(teacher_file, teacher)
         np.save(lines_file, t_lines)
-        t_lines = t_lines if a.w_pseudo > 0 else None
+    if a.w_pseudo == 0:
+        t_lines = None   # only the pseudo-label term reads the teacher's lines
     keep = np.zeros((len(r_ims), 3), np.float32)
     if a.w_pseudo > 0:
         for i in range(len(r_ims)):
