@@ -117,13 +117,17 @@ export function facing(detection: Pick<HandDetection, "landmarks" | "handedness"
  * SEARCHES are the tries, in order, until one finds a palm the landmark model accepts: the photo as
  * it is; zoomed out (the detector was trained on hands that fill part of the frame, so a close-up
  * whose palm fills it is shown smaller, on black); brightened (a dark photo, see {@link brighten});
- * both (docs/decisions/palm-searches.md).
+ * both; then two other zoom-outs, tried only where a search has shown the back of a hand and none a
+ * palm (a cupped close-up can read as a back at one zoom and a palm at another; a photo without a
+ * hand pays for none of them; docs/decisions/palm-searches.md).
  */
-const SEARCHES: readonly { zoomOut: number; brighten: boolean }[] = [
+const SEARCHES: readonly { zoomOut: number; brighten: boolean; afterBack?: boolean }[] = [
   { zoomOut: 1, brighten: false },
   { zoomOut: 1.8, brighten: false },
   { zoomOut: 1, brighten: true },
   { zoomOut: 1.8, brighten: true },
+  { zoomOut: 1.4, brighten: false, afterBack: true },
+  { zoomOut: 2.5, brighten: false, afterBack: true },
 ];
 
 /** A photo whose mean luminance is under DARK (of 255) is brightened for the fallback search. */
@@ -154,10 +158,12 @@ function brighten(rgb: Uint8Array, width: number, height: number): Uint8Array | 
 
 /**
  * searchHand tries the searches of SEARCHES in order (`tryOnce`: one detector and landmark run on
- * the photo or its brightened copy) until one gives a palm whose landmarks the landmark model
- * accepts: a close-up can be detected as it is and yet need the zoom-out for its landmarks.
- * Pinned by hand-landmarker.spec "finds a hand on every photo" (box-492, a close-up, needs the
- * zoom-out) and "finds the palm on close-ups whose fingers are out of the frame".
+ * the photo or its brightened copy) until one gives a palm facing the camera whose landmarks the
+ * landmark model accepts: a close-up can be detected as it is and yet need the zoom-out for its
+ * landmarks, and an answer that shows the back does not end the search; only when no search shows
+ * a palm is the first back answered. Pinned by hand-landmarker.spec "finds a hand on every photo"
+ * (box-492, a close-up, needs the zoom-out), "finds the palm on close-ups whose fingers are out of
+ * the frame" and "goes on past an answer that shows the back".
  */
 async function searchHand(
   rgb: Uint8Array,
@@ -166,15 +172,19 @@ async function searchHand(
   tryOnce: (image: Uint8Array, zoomOut: number) => Promise<HandDetection | null>,
 ): Promise<HandDetection | null> {
   let brightened: Uint8Array | null | undefined; // null: not dark, no brightened copy
+  let back: HandDetection | null = null;
   for (const search of SEARCHES) {
+    if (search.afterBack && !back) break;
     if (search.brighten) {
       if (brightened === undefined) brightened = brighten(rgb, width, height) ?? null;
       if (!brightened) continue;
     }
     const found = await tryOnce(search.brighten ? brightened! : rgb, search.zoomOut);
-    if (found) return found;
+    if (!found) continue;
+    if (facing(found) === "palm") return found;
+    back ??= found;
   }
-  return null;
+  return back;
 }
 
 async function openSession(path: string, threads: number): Promise<ort.InferenceSession> {
