@@ -105,6 +105,24 @@ async function inFlightNow(prefix: string, clientId: string): Promise<number> {
   }
 }
 
+/**
+ * commandCalls is Redis's count of commands run so far, by command (INFO commandstats), leaving
+ * out those its own connection sends (HELLO, CLIENT, INFO): what the server asked between two calls.
+ */
+async function commandCalls(): Promise<Record<string, number>> {
+  const { Redis } = await import("ioredis");
+  const r = new Redis(redis.url);
+  try {
+    const info = await r.info("commandstats");
+    const calls: Record<string, number> = {};
+    for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm))
+      if (!["hello", "client", "info"].includes(m[1])) calls[m[1]] = Number(m[2]);
+    return calls;
+  } finally {
+    r.disconnect();
+  }
+}
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe("per-client rate", () => {
@@ -154,6 +172,39 @@ describe("per-client rate", () => {
     expect(status).toBe(429);
   });
 
+  it("refuses a client again within its Retry-After without a Redis command, over HTTP/1.1 and HTTP/2", async () => {
+    const { store, srv } = await setup(TWO_AT_ONCE);
+    const key = await registerKey(store, "acme", "free");
+    for (let i = 0; i < 2; i++) expect((await postAnalyze(srv.url, body, { "x-api-key": key })).res.status).toBe(200);
+    const first = await postAnalyze(srv.url, body, { "x-api-key": key });
+    expectErrorBody(first.res, first.json, 429, "rate_limited");
+    const before = await commandCalls();
+    const again = await postAnalyze(srv.url, body, { "x-api-key": key });
+    expectErrorBody(again.res, again.json, 429, "rate_limited");
+    expect(again.json.error.message).toBe(first.json.error.message);
+    expect(Number(again.res.headers.get("retry-after"))).toBeGreaterThan(90);
+    expect(Number(again.res.headers.get("retry-after"))).toBeLessThanOrEqual(Number(first.res.headers.get("retry-after")));
+    expect(again.res.headers.get("ratelimit-policy")).toBe('"burst";q=2;w=200');
+    expect(again.res.headers.get("ratelimit")).toMatch(/^"burst";r=0;t=\d+$/);
+    const session = await openH2Session(srv.url);
+    cleanups.push(async () => void session.close());
+    const h2 = await new Promise<{ status: number; retryAfter: string }>((resolve, reject) => {
+      const stream = session.request({
+        ":method": "POST",
+        ":path": "/v1/palm/analyze",
+        "content-type": "application/json",
+        "x-api-key": key,
+      });
+      stream.on("response", (h) => resolve({ status: Number(h[":status"]), retryAfter: String(h["retry-after"]) }));
+      stream.on("error", reject);
+      stream.end(JSON.stringify(body));
+    });
+    expect(h2.status).toBe(429);
+    expect(Number(h2.retryAfter)).toBeGreaterThan(90);
+    expect(await commandCalls()).toEqual(before);
+    expect(await store.usage("acme", quotaPeriodOf())).toBe(2);
+  });
+
   it("answers gRPC with RESOURCE_EXHAUSTED rate_limited, QuotaFailure, RetryInfo and the headers as trailers", async () => {
     const { store, srv } = await setup(TWO_AT_ONCE);
     const key = await registerKey(store, "acme", "free");
@@ -161,17 +212,20 @@ describe("per-client rate", () => {
     cleanups.push(async () => client.close());
     for (let i = 0; i < 2; i++)
       expect((await callUnary(client, PalmService.method.analyze, { image: jpeg }, { "x-api-key": key })).error).toBeUndefined();
-    const r = await callUnary(client, PalmService.method.analyze, { image: jpeg }, { "x-api-key": key });
-    expect(r.error?.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
-    expect(r.connectError?.findDetails(ErrorInfoSchema)[0]).toMatchObject({ reason: "rate_limited", domain: "palm.v1" });
-    expect(r.connectError?.findDetails(QuotaFailureSchema)[0]?.violations[0]).toEqual(
-      expect.objectContaining({ subject: "client:acme", description: "at most 0.01 requests per second, 2 at once" }),
-    );
-    const seconds = Number(r.trailer.get("retry-after")[0]);
-    expect(Number(r.connectError?.findDetails(RetryInfoSchema)[0]?.retryDelay?.seconds)).toBe(seconds);
-    expect(seconds).toBeGreaterThan(90);
-    expect(r.trailer.get("ratelimit-policy")).toEqual(['"burst";q=2;w=200']);
-    expect(String(r.trailer.get("ratelimit")[0])).toMatch(/^"burst";r=0;t=\d+$/);
+    // The first refusal is the store's; the second this replica's own (refusedLocally): the same answer.
+    for (let i = 0; i < 2; i++) {
+      const r = await callUnary(client, PalmService.method.analyze, { image: jpeg }, { "x-api-key": key });
+      expect(r.error?.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+      expect(r.connectError?.findDetails(ErrorInfoSchema)[0]).toMatchObject({ reason: "rate_limited", domain: "palm.v1" });
+      expect(r.connectError?.findDetails(QuotaFailureSchema)[0]?.violations[0]).toEqual(
+        expect.objectContaining({ subject: "client:acme", description: "at most 0.01 requests per second, 2 at once" }),
+      );
+      const seconds = Number(r.trailer.get("retry-after")[0]);
+      expect(Number(r.connectError?.findDetails(RetryInfoSchema)[0]?.retryDelay?.seconds)).toBe(seconds);
+      expect(seconds).toBeGreaterThan(90);
+      expect(r.trailer.get("ratelimit-policy")).toEqual(['"burst";q=2;w=200']);
+      expect(String(r.trailer.get("ratelimit")[0])).toMatch(/^"burst";r=0;t=\d+$/);
+    }
     expect(await store.usage("acme", quotaPeriodOf())).toBe(2);
   });
 
