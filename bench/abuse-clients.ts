@@ -65,7 +65,7 @@ export async function codeOf(res: Response): Promise<string> {
  * the rest (src/wire/private-apis.ts, lingerOnClose): the write then fails, and the answer is
  * whatever status came before, else the error's code.
  */
-function postLarge(port: number, key: string, body: Buffer): Promise<string> {
+export function postLarge(port: number, key: string, body: Buffer): Promise<string> {
   return new Promise((resolve) => {
     let status: number | undefined;
     let code = "";

@@ -15,7 +15,7 @@ import { makeManyScanJpeg } from "../test/helpers/jpeg-scans.js";
 import { cpuSecondsOf, processTree } from "../test/helpers/proc.js";
 import { startRedis } from "../test/helpers/redis.js";
 import { startRedisCluster } from "../test/helpers/redis-cluster.js";
-import { codeOf, type PhaseDone, post } from "./abuse-clients.js";
+import { codeOf, type PhaseDone, post, postLarge } from "./abuse-clients.js";
 import { median } from "./stats.js";
 
 /** The phases of {@link abuseVictim}: the victim alone, then under each of the issue's abuses 1-3. */
@@ -257,5 +257,108 @@ export async function rateAcrossReplicas(rate: number, burst: number, seconds: n
     await Promise.all(servers.map((s) => s.stop()));
     await store.close();
     await cluster.stop();
+  }
+}
+
+/** REFUSAL_KINDS: the refused requests {@link refusalCost} sends. */
+export const REFUSAL_KINDS = ["small", "upload"] as const;
+export type RefusalKind = (typeof REFUSAL_KINDS)[number];
+
+/** RefusalSide is one checkout's refused requests of one kind, summed over the rounds. */
+export interface RefusalSide {
+  /** Answers 429 rate_limited. */
+  refused: number;
+  /** All the attacker's answers (any status, cut uploads included). */
+  answers: number;
+  /** CPU seconds of the server, its workers and Redis. */
+  cpuSeconds: number;
+  /** Seconds of flood. */
+  seconds: number;
+}
+
+/** RefusalRun is {@link refusalCost}'s result: by kind, each side's sums ([0]: --a, [1]: this checkout). */
+export interface RefusalRun {
+  byKind: Record<RefusalKind, [RefusalSide, RefusalSide]>;
+  cpus: { server: string; clients: string };
+  load: { start: number[]; end: number[] };
+}
+
+/**
+ * refusalCost measures what a refused request costs the server, for two checkouts side by side:
+ * one Redis and one server per checkout (`npm start`, PALM_WORKERS=1, the default limits), the
+ * servers and Redis pinned to every CPU but the last and the bench process (the client) to the
+ * last. A free-plan client that has spent its burst floods one server at a time, the checkouts in
+ * turn within each of `rounds` rounds, `seconds` per kind: `small`, 16 loops of keyed REST
+ * requests of 2 bytes over kept-alive connections; `upload`, 14 requests of 7.4 MiB each on its own
+ * HTTP/1.1 connection at once, again as soon as all are answered.
+ */
+export async function refusalCost(otherRoot: string, rounds: number, seconds: number, log: (s: string) => void): Promise<RefusalRun> {
+  const n = os.availableParallelism();
+  if (n < 2) throw new Error("refusal-cost needs at least 2 CPUs");
+  const cpus = { server: n > 2 ? `0-${n - 2}` : "0", clients: String(n - 1), all: `0-${n - 1}` };
+  const redis = await startRedis();
+  const servers: ServerProcess[] = [];
+  const stores: RedisStore[] = [];
+  try {
+    const keys: string[] = [];
+    for (const [i, root] of [otherRoot, ROOT].entries()) {
+      const prefix = `bench-refusal-${i}:`;
+      const store = createRedisStore({ url: redis.url, keyPrefix: prefix });
+      stores.push(store);
+      await store.ready(5000);
+      keys.push(await registerKey(store, "attacker", "free"));
+      servers.push(
+        await startServerProcess(
+          { REDIS_URL: redis.url, PALM_REDIS_PREFIX: prefix, PALM_WORKERS: "1", PALM_RATE_LIMITS: JSON.stringify(DEFAULT_RATE_LIMITS) },
+          [],
+          root,
+        ),
+      );
+    }
+    pin([...servers.flatMap((s) => processTree(s.pid)), ...(redis.pid === undefined ? [] : [redis.pid])], cpus.server);
+    pin([process.pid], cpus.clients);
+    const upload = Buffer.from(JSON.stringify({ image: `${"A".repeat(7.4 * 1024 * 1024)}*` }));
+    const serverCpu = (s: ServerProcess) => s.cpuSeconds() + (redis.pid === undefined ? 0 : cpuSecondsOf(redis.pid));
+    const empty = (): RefusalSide => ({ refused: 0, answers: 0, cpuSeconds: 0, seconds: 0 });
+    const byKind = Object.fromEntries(REFUSAL_KINDS.map((k) => [k, [empty(), empty()]])) as RefusalRun["byKind"];
+    const load = { start: os.loadavg(), end: [] as number[] };
+    for (let r = 0; r < rounds; r++) {
+      for (const kind of REFUSAL_KINDS) {
+        for (const [i, server] of servers.entries()) {
+          const side = byKind[kind][i];
+          const tally = (code: string) => {
+            side.answers++;
+            if (code === "429 rate_limited") side.refused++;
+          };
+          const until = Date.now() + seconds * 1000;
+          const cpu0 = serverCpu(server);
+          const t0 = performance.now();
+          if (kind === "small") {
+            const url = `${server.url}/v1/palm/analyze`;
+            await Promise.all(
+              Array.from({ length: 16 }, async () => {
+                while (Date.now() < until)
+                  tally(await codeOf(await post(url, { "content-type": "application/json", "x-api-key": keys[i] }, "{}")));
+              }),
+            );
+          } else {
+            while (Date.now() < until)
+              for (const c of await Promise.all(Array.from({ length: 14 }, () => postLarge(server.port, keys[i], upload)))) tally(c);
+          }
+          side.seconds += (performance.now() - t0) / 1000;
+          side.cpuSeconds += serverCpu(server) - cpu0;
+          log(
+            `round ${r + 1} ${kind} ${i === 0 ? "--a" : "this"}: ${side.refused} refused of ${side.answers}, ${((1000 * side.cpuSeconds) / side.refused).toFixed(2)} ms CPU each`,
+          );
+        }
+      }
+    }
+    load.end = os.loadavg();
+    return { byKind, cpus, load };
+  } finally {
+    pin([process.pid], cpus.all);
+    await Promise.all(servers.map((s) => s.stop()));
+    await Promise.all(stores.map((s) => s.close()));
+    await redis.stop();
   }
 }

@@ -12,7 +12,17 @@ import { measureFloor } from "./floor.js";
 import { probeHealth, saturatedHealth } from "./health-probe.js";
 import { keylessCost, keylessFlood } from "./keyless.js";
 import { LEAN_OVERLAY_SIDE, LEAN_VARIANTS, engineTable, leanEngineRounds, leanRounds, restTable } from "./lean-answer.js";
-import { abuseVictim, LAYOUTS, type Layout, PHASES, type PhaseResult, rateAcrossReplicas } from "./abuse.js";
+import {
+  abuseVictim,
+  LAYOUTS,
+  type Layout,
+  PHASES,
+  type PhaseResult,
+  rateAcrossReplicas,
+  REFUSAL_KINDS,
+  type RefusalSide,
+  refusalCost,
+} from "./abuse.js";
 import { jpegScanCosts } from "./jpeg-scans.js";
 import { median, quantile } from "./stats.js";
 import { uploadWindows } from "./upload-window.js";
@@ -749,6 +759,53 @@ function abuseScenario(limits: "default" | "lifted"): Scenario {
   };
 }
 
+const REFUSAL_COST: Scenario = {
+  name: "refusal-cost",
+  workload: "a free client past its burst: 2-byte REST requests, and 7.4 MiB uploads",
+  protocol: "REST (HTTP/1.1)",
+  concurrency: "16 (small), 14 (upload)",
+  server: "`npm start` on Redis, PALM_WORKERS=1, default per-client limits; --a DIR's and this checkout's, pinned apart from the client",
+  inDefault: false,
+  needs: "--a DIR",
+  how:
+    "One Redis, and one server of each checkout (--a DIR's, then this one's) on it with a key of its own on the free plan " +
+    "(1 a second, burst 10). The servers and Redis are pinned (taskset) to every CPU but the last, the bench process (the " +
+    "client) to the last. 3 rounds (1 with --quick); in each, for each kind, each server in turn is flooded for 8 s (3 s " +
+    "with --quick): small, 16 loops of keyed REST requests of 2 bytes over kept-alive connections; upload, 14 requests " +
+    "of 7.4 MiB of invalid base64, each on its own HTTP/1.1 connection, at once, again as soon as all are answered. The " +
+    "client ignores Retry-After. Measured: the server's CPU (with its worker and Redis) per 429 rate_limited answer, this " +
+    "checkout's over --a's (the about one request a second the rate lets in is counted in, on both sides alike); also the " +
+    "refusals per second each served.",
+  async run(ctx) {
+    if (!ctx.otherCheckout) throw new Error("refusal-cost needs --a DIR (another checkout with node_modules)");
+    await ctx.stopServer();
+    const run = await refusalCost(ctx.otherCheckout, q(ctx, 3, 1), q(ctx, 8, 3), ctx.log);
+    const per = (s: RefusalSide) => (1000 * s.cpuSeconds) / s.refused;
+    ctx.log(
+      `load average ${run.load.start.map((l) => f(l)).join(" ")} at the start, ${run.load.end.map((l) => f(l)).join(" ")} at the end; ` +
+        `servers and Redis on CPUs ${run.cpus.server}, the client on ${run.cpus.clients}`,
+    );
+    ctx.log(
+      "| kind | --a: CPU ms per refusal | refused/s | server CPU s/s | this: CPU ms per refusal | refused/s | server CPU s/s | this / --a per refusal |",
+    );
+    ctx.log("|---|---|---|---|---|---|---|---|");
+    for (const kind of REFUSAL_KINDS) {
+      const [a, b] = run.byKind[kind];
+      const side = (s: RefusalSide) => `${f(per(s), 3)} | ${f(s.refused / s.seconds, 0)} | ${f(s.cpuSeconds / s.seconds)}`;
+      ctx.log(`| ${kind} | ${side(a)} | ${side(b)} | ${f(per(b) / per(a))}x |`);
+    }
+    const ratios = REFUSAL_KINDS.map((k) => per(run.byKind[k][1]) / per(run.byKind[k][0]));
+    return {
+      value: Math.max(...ratios),
+      text: REFUSAL_KINDS.map((k, i) => `${k} ${f(ratios[i])}x`).join(", "),
+      detail: `${REFUSAL_KINDS.map((k) => {
+        const [a, b] = run.byKind[k];
+        return `${k}: --a ${f(per(a), 3)} ms CPU per refusal (${a.refused} of ${a.answers} in ${f(a.seconds, 0)} s), this ${f(per(b), 3)} ms (${b.refused} of ${b.answers} in ${f(b.seconds, 0)} s)`;
+      }).join("; ")}; load average ${f(run.load.start[0])} → ${f(run.load.end[0])}`,
+    };
+  },
+};
+
 const RATE_CLUSTER: Scenario = {
   name: "rate-limit-cluster",
   workload: "keyed REST calls refused at once (400 missing_image), one client",
@@ -813,5 +870,6 @@ export const SCENARIOS: readonly Scenario[] = [
   JPEG_SCANS,
   abuseScenario("default"),
   abuseScenario("lifted"),
+  REFUSAL_COST,
   RATE_CLUSTER,
 ];
