@@ -11,6 +11,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { ErrorInfoSchema, QuotaFailureSchema, RetryInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { PalmService } from "../../gen/palm/v1/palm_pb.js";
 import { quotaPeriodOf } from "../../src/auth/quota-period.js";
+import { createMemoryStore } from "../../src/auth/memory-store.js";
 import { createRedisStore, type RedisStore } from "../../src/auth/redis-store.js";
 import { parseRedisClusterNodes, type PlanRateLimits } from "../../src/config.js";
 import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
@@ -282,3 +283,79 @@ describe("per-client requests in flight", () => {
     }
   });
 });
+
+describe("a client that resets while the gate decides", () => {
+  it("is neither analysed nor charged, over Connect on HTTP/1.1 and HTTP/2", async () => {
+    const memory = createMemoryStore();
+    // The gate's store step waits, once, until the test has reset the client and the server has seen it.
+    let held: { entered: () => void; open: Promise<void> } | undefined;
+    const store = new Proxy(memory, {
+      get(target, name, receiver) {
+        if (name !== "admit") return Reflect.get(target, name, receiver);
+        return async (...args: Parameters<typeof memory.admit>) => {
+          const h = held;
+          held = undefined;
+          if (h) {
+            h.entered();
+            await h.open;
+          }
+          return target.admit(...args);
+        };
+      },
+    });
+    const key = await registerKey(memory, "acme", "pro");
+    const srv = await startServer({ analyzer, store, config: { rateLimits: { "*": { rate: 1000, burst: 1000, concurrency: 100 } } } });
+    cleanups.push(() => srv.close());
+    const session = await openH2Session(srv.url);
+    cleanups.push(async () => void session.close());
+    const headers = { "content-type": "application/json", "x-api-key": key };
+    const message = JSON.stringify(body);
+    let charged = 0;
+    for (const version of ["HTTP/1.1", "HTTP/2"]) {
+      let entered!: () => void;
+      let open!: () => void;
+      const inGate = new Promise<void>((r) => (entered = r));
+      held = { entered, open: new Promise<void>((r) => (open = r)) };
+      const canceled = await canceledCount(srv.url);
+      let reset: () => void;
+      if (version === "HTTP/1.1") {
+        const req = http.request({
+          host: "127.0.0.1",
+          port: srv.port,
+          path: "/palm.v1.PalmService/Analyze",
+          method: "POST",
+          headers,
+          agent: false,
+        });
+        req.on("error", () => {});
+        req.end(message);
+        reset = () => req.destroy();
+      } else {
+        const stream = session.request({ ":method": "POST", ":path": "/palm.v1.PalmService/Analyze", ...headers });
+        stream.on("error", () => {});
+        stream.end(message);
+        reset = () => stream.close(http2.constants.NGHTTP2_CANCEL);
+      }
+      await inGate;
+      reset();
+      await expect.poll(() => canceledCount(srv.url), { timeout: 5000, interval: 10 }).toBe(canceled + 1);
+      open();
+      // The same client's next call, served: the reset one, had it been let through, was ahead of it.
+      const res = await fetch(`${srv.url}/palm.v1.PalmService/Analyze`, { method: "POST", headers, body: message });
+      expect(res.status).toBe(200);
+      await res.arrayBuffer();
+      charged++;
+      await expect.poll(() => analyzer.stats().running + analyzer.stats().queued, { timeout: 60_000, interval: 10 }).toBe(0);
+      expect(await memory.usage("acme", quotaPeriodOf())).toBe(charged);
+    }
+  });
+});
+
+/** canceledCount is the server's count of answers to clients that left (palm_requests_total, code "canceled"). */
+async function canceledCount(url: string): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  return text
+    .split("\n")
+    .filter((l) => l.startsWith("palm_requests_total{") && l.includes('code="canceled"'))
+    .reduce((sum, l) => sum + Number(l.split(" ").at(-1)), 0);
+}
