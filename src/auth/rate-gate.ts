@@ -67,11 +67,12 @@ export function createRateGate(options: RateGateOptions): RateGate {
   // store was asked: GCRA's arrival time only grows, so the store refuses the client at least
   // that long, and a replica that refuses on its own never lets in more than the store would
   // (test/integration/rate-limit.spec.ts, "without a Redis command"; the rate across replicas).
+  // Times on this replica's monotonic clock (performance.now), which a wall-clock step cannot stretch.
   const refused = new Map<string, { principal: Principal; limit: RateLimit; until: number; wholeAt: number }>();
 
   const remember = (principal: Principal, limit: RateLimit, askedAt: number, decision: RateDecision) => {
     if (refused.size >= maxRemembered) {
-      const now = Date.now();
+      const now = performance.now();
       for (const [hash, r] of refused) if (r.until <= now) refused.delete(hash);
       if (refused.size >= maxRemembered) return;
     }
@@ -117,7 +118,7 @@ export function createRateGate(options: RateGateOptions): RateGate {
     refusedLocally(keyHash) {
       const r = refused.get(keyHash);
       if (r === undefined) return undefined;
-      const now = Date.now();
+      const now = performance.now();
       if (r.until <= now) {
         refused.delete(keyHash);
         return undefined;
@@ -138,7 +139,7 @@ export function createRateGate(options: RateGateOptions): RateGate {
       const { clientId, plan } = principal;
       const limit = await limitOf(plan);
       const id = randomUUID();
-      const askedAt = Date.now();
+      const askedAt = performance.now();
       const decision = await store.admit(clientId, limit, id, leaseMs);
       const headers = new Headers();
       setRateLimitHeaders(headers, limit, decision);
