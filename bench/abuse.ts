@@ -3,13 +3,19 @@
  * issue's abuses, side by side on one server; and the per-client rate limit held by two replicas
  * on one Redis Cluster.
  */
-import http from "node:http";
+import { spawn, spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { createRedisStore, type RedisStore } from "../src/auth/redis-store.js";
 import { DEFAULT_RATE_LIMITS, parseRedisClusterNodes } from "../src/config.js";
 import { makeImage, registerKey, startServerProcess, type ServerProcess } from "../test/helpers/index.js";
 import { makeManyScanJpeg } from "../test/helpers/jpeg-scans.js";
+import { cpuSecondsOf, processTree } from "../test/helpers/proc.js";
 import { startRedis } from "../test/helpers/redis.js";
 import { startRedisCluster } from "../test/helpers/redis-cluster.js";
+import { codeOf, type PhaseDone, post, postLarge } from "./abuse-clients.js";
 import { median } from "./stats.js";
 
 /** The phases of {@link abuseVictim}: the victim alone, then under each of the issue's abuses 1-3. */
@@ -25,73 +31,100 @@ export interface PhaseResult {
   statuses: Record<number, number>;
   /** The attacker's answers by "status code". */
   attacks: Record<string, number>;
-  /** CPU seconds per second of the phase: the server with its workers, and the bench process (both clients). */
+  /** CPU seconds per second of the phase: the server with its workers and Redis, and the clients' process (both clients). */
   cpu: { server: number; clients: number };
 }
 
-const post = (url: string, headers: Record<string, string>, body: Uint8Array | string) =>
-  fetch(url, { method: "POST", headers, body: typeof body === "string" ? body : new Uint8Array(body) });
+/**
+ * LAYOUTS: where the server and the clients run during a round. `shared`: nothing pinned, the
+ * clients at the server's priority on the same cores (the layout of the runs before 2026-11-26,
+ * when both clients ran in the bench process itself). `split`: the server with its workers and
+ * Redis on every CPU but the last, the clients' process on the last one alone. `niced`: nothing
+ * pinned, the clients' process at nice 19, so it gets what the server leaves.
+ */
+export const LAYOUTS = ["shared", "split", "niced"] as const;
+export type Layout = (typeof LAYOUTS)[number];
 
-async function codeOf(res: Response): Promise<string> {
-  const text = await res.text();
-  let code = "";
-  try {
-    const json = JSON.parse(text) as { code?: string; error?: { code?: string } };
-    code = json.error?.code ?? json.code ?? "";
-  } catch {}
-  return `${res.status} ${code}`.trim();
+/** AbuseRun is {@link abuseVictim}'s result: each layout's phases, and the machine around them. */
+export interface AbuseRun {
+  byLayout: Record<Layout, PhaseResult[]>;
+  /** The CPU lists of the split layout (taskset's syntax). */
+  cpus: { server: string; clients: string; all: string };
+  /** os.loadavg() at the start and at the end of the measurement. */
+  load: { start: number[]; end: number[] };
 }
 
-/** postLarge sends `body` over its own HTTP/1.1 connection (fetch would share a few). */
-function postLarge(port: number, key: string, body: Buffer): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      {
-        host: "127.0.0.1",
-        port,
-        path: "/v1/palm/analyze?images=none",
-        method: "POST",
-        headers: { "content-type": "application/json", "x-api-key": key },
-        agent: false,
-      },
-      (res) => {
-        let text = "";
-        res.setEncoding("utf8");
-        res.on("data", (d) => (text += d));
-        res.on("end", () => {
-          let code = "";
-          try {
-            code = (JSON.parse(text) as { error?: { code?: string } }).error?.code ?? "";
-          } catch {}
-          resolve(`${res.statusCode} ${code}`.trim());
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+const CLIENTS_SCRIPT = fileURLToPath(new URL("./abuse-clients.ts", import.meta.url));
+
+/** pin sets the CPU affinity of every thread of each process (taskset -a -p): children started later inherit it. */
+function pin(pids: readonly number[], cpus: string): void {
+  for (const pid of pids) {
+    const r = spawnSync("taskset", ["-a", "-p", "-c", cpus, String(pid)], { stdio: ["ignore", "ignore", "pipe"] });
+    // A thread that ended meanwhile makes taskset fail for that thread alone; a missing taskset fails them all.
+    if (r.error) throw new Error(`taskset: ${r.error.message} (the split layout needs util-linux's taskset)`);
+  }
+}
+
+/** ClientsProcess is one layout's clients' process (bench/abuse-clients.ts). */
+interface ClientsProcess {
+  ask<T>(message: object): Promise<T>;
+  close(): Promise<void>;
+}
+
+/** startClients starts bench/abuse-clients.ts under `prefix` (taskset, nice) with an IPC channel. */
+function startClients(prefix: readonly string[]): ClientsProcess {
+  const command = [...prefix, process.execPath, "--import", "tsx", CLIENTS_SCRIPT];
+  const child = spawn(command[0], command.slice(1), { cwd: ROOT, stdio: ["ignore", "inherit", "inherit", "ipc"] });
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  return {
+    ask<T>(message: object) {
+      return new Promise<T>((resolve, reject) => {
+        const onExit = () => reject(new Error(`the clients' process (${prefix.join(" ") || "plain"}) exited`));
+        child.once("exit", onExit);
+        child.once("message", (m: { type: string; message?: string }) => {
+          child.off("exit", onExit);
+          if (m.type === "error") reject(new Error(`the clients' process: ${m.message}`));
+          else resolve(m as T);
         });
-      },
-    );
-    req.on("error", reject);
-    req.end(body);
-  });
+        child.send(message);
+      });
+    },
+    async close() {
+      if (child.connected) child.send({ type: "exit" });
+      const timer = setTimeout(() => child.kill("SIGKILL"), 5000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
 }
 
 /**
  * abuseVictim starts Redis and one server (`npm start`, PALM_WORKERS=1, PALM_MAX_QUEUE=0 as in the
  * issue; the per-client limits at their defaults, or lifted so that all of the attacker's requests
- * get in), then runs `rounds`
- * rounds of the four phases, `seconds` each. In every phase the victim sends its ordinary request
- * (a 640 x 480 JPEG as JSON, the full answer) one after another; the attacker, on a key of its
- * own: nothing; 40 MP PNG analyses with a 100 ms Connect deadline, one after another; 14 REST
- * bodies of 7.4 MiB invalid base64 at once, again as soon as all are answered; the 2,647-scan
- * 10,000 x 4,000 JPEG, one after another.
+ * get in), and one clients' process per layout ({@link LAYOUTS}); then runs `rounds` rounds, each
+ * of every layout in turn (the server and Redis re-pinned between layouts), each of the four
+ * phases, `seconds` each. In every phase the victim sends its ordinary request (a 640 x 480 JPEG as
+ * JSON, the full answer) one after another; the attacker, on a key of its own: nothing; 40 MP PNG
+ * analyses with a 100 ms Connect deadline, one after another; 14 REST bodies of 7.4 MiB invalid
+ * base64 at once, again as soon as all are answered; the 2,647-scan 10,000 x 4,000 JPEG, one after
+ * another.
  */
 export async function abuseVictim(
   rounds: number,
   seconds: number,
   limits: "default" | "lifted",
   log: (s: string) => void,
-): Promise<PhaseResult[]> {
+): Promise<AbuseRun> {
+  const n = os.availableParallelism();
+  if (n < 2) throw new Error("the split layout needs at least 2 CPUs");
+  const cpus = { server: n > 2 ? `0-${n - 2}` : "0", clients: String(n - 1), all: `0-${n - 1}` };
   const redis = await startRedis();
   const prefix = "bench-abuse:";
   const store = createRedisStore({ url: redis.url, keyPrefix: prefix });
+  const dir = mkdtempSync(join(os.tmpdir(), "palm-abuse-"));
   let server: ServerProcess | undefined;
+  const clients: Partial<Record<Layout, ClientsProcess>> = {};
   try {
     await store.ready(5000);
     const victimKey = await registerKey(store, "victim", "pro");
@@ -105,76 +138,60 @@ export async function abuseVictim(
       PALM_MAX_QUEUE: "0",
       ...(limits === "default" ? { PALM_RATE_LIMITS: JSON.stringify(DEFAULT_RATE_LIMITS) } : {}),
     });
-    const url = `${server.url}/v1/palm/analyze`;
-    const victimBody = JSON.stringify({ image: (await makeImage(640, 480, "jpeg")).toString("base64") });
-    const png = await makeImage(10_000, 4000, "png");
-    const deadlineBody = JSON.stringify({ image: png.toString("base64") });
-    const invalid = Buffer.from(JSON.stringify({ image: `${"A".repeat(7.4 * 1024 * 1024)}*` }));
-    const manyScans = makeManyScanJpeg(10_000, 4000);
-    const port = server.port;
-
-    const attackers: Record<Phase, (until: number, tally: (code: string) => void) => Promise<void>> = {
-      alone: async () => {},
-      "short deadlines (1)": async (until, tally) => {
-        while (Date.now() < until) {
-          const res = await post(
-            `${server!.url}/palm.v1.PalmService/Analyze`,
-            { "content-type": "application/json", "connect-timeout-ms": "100", "x-api-key": attackerKey },
-            deadlineBody,
-          );
-          tally(await codeOf(res));
-        }
-      },
-      "invalid base64 bodies (2)": async (until, tally) => {
-        while (Date.now() < until) {
-          for (const code of await Promise.all(Array.from({ length: 14 }, () => postLarge(port, attackerKey, invalid)))) tally(code);
-        }
-      },
-      "many-scan JPEG (3)": async (until, tally) => {
-        while (Date.now() < until) {
-          const res = await post(`${url}?images=none`, { "content-type": "image/jpeg", "x-api-key": attackerKey }, manyScans);
-          tally(await codeOf(res));
-        }
-      },
+    const files = {
+      victim: join(dir, "victim.json"),
+      deadline: join(dir, "deadline.json"),
+      invalid: join(dir, "invalid.json"),
+      manyScans: join(dir, "many-scans.jpg"),
     };
+    writeFileSync(files.victim, JSON.stringify({ image: (await makeImage(640, 480, "jpeg")).toString("base64") }));
+    writeFileSync(files.deadline, JSON.stringify({ image: (await makeImage(10_000, 4000, "png")).toString("base64") }));
+    writeFileSync(files.invalid, JSON.stringify({ image: `${"A".repeat(7.4 * 1024 * 1024)}*` }));
+    writeFileSync(files.manyScans, makeManyScanJpeg(10_000, 4000));
 
-    // One untimed victim request: the engine and the connection warm.
-    await (await post(url, { "content-type": "application/json", "x-api-key": victimKey }, victimBody)).arrayBuffer();
-    const results = PHASES.map((phase): PhaseResult => ({ phase, ms: [], statuses: {}, attacks: {}, cpu: { server: 0, clients: 0 } }));
-    const clientCpu = () => {
-      const u = process.cpuUsage();
-      return (u.user + u.system) / 1e6;
-    };
+    const prefixes: Record<Layout, string[]> = { shared: [], split: ["taskset", "-c", cpus.clients], niced: ["nice", "-n", "19"] };
+    for (const layout of LAYOUTS) clients[layout] = startClients(prefixes[layout]);
+    const init = { type: "init", url: server.url, port: server.port, victimKey, attackerKey, files };
+    for (const layout of LAYOUTS) await clients[layout]!.ask(init);
+
+    const serverPids = () => [...processTree(server!.pid), ...(redis.pid === undefined ? [] : [redis.pid])];
+    const serverCpu = () => server!.cpuSeconds() + (redis.pid === undefined ? 0 : cpuSecondsOf(redis.pid));
+    const byLayout = Object.fromEntries(
+      LAYOUTS.map((l) => [
+        l,
+        PHASES.map((phase): PhaseResult => ({ phase, ms: [], statuses: {}, attacks: {}, cpu: { server: 0, clients: 0 } })),
+      ]),
+    ) as Record<Layout, PhaseResult[]>;
+    const load = { start: os.loadavg(), end: [] as number[] };
     for (let r = 0; r < rounds; r++) {
-      for (const [i, phase] of PHASES.entries()) {
-        const out = results[i];
-        const [server0, clients0, t0] = [server.cpuSeconds(), clientCpu(), performance.now()];
-        const until = Date.now() + seconds * 1000;
-        const attack = attackers[phase](until, (code) => (out.attacks[code] = (out.attacks[code] ?? 0) + 1));
-        // The victim starts once the attack is under way.
-        if (phase !== "alone") await new Promise((res) => setTimeout(res, 300));
-        while (Date.now() < until) {
+      for (const layout of LAYOUTS) {
+        pin(serverPids(), layout === "split" ? cpus.server : cpus.all);
+        for (const [i, phase] of PHASES.entries()) {
+          const out = byLayout[layout][i];
+          const cpu0 = serverCpu();
           const t0 = performance.now();
-          const res = await post(url, { "content-type": "application/json", "x-api-key": victimKey }, victimBody);
-          await res.arrayBuffer();
-          out.ms.push(performance.now() - t0);
-          out.statuses[res.status] = (out.statuses[res.status] ?? 0) + 1;
+          const done = await clients[layout]!.ask<PhaseDone>({ type: "phase", phase, seconds });
+          const wall = (performance.now() - t0) / 1000;
+          out.ms.push(...done.ms);
+          for (const [s, c] of Object.entries(done.statuses)) out.statuses[Number(s)] = (out.statuses[Number(s)] ?? 0) + c;
+          for (const [s, c] of Object.entries(done.attacks)) out.attacks[s] = (out.attacks[s] ?? 0) + c;
+          // Pooled over the rounds: the mean of the rounds' shares.
+          out.cpu.server += (serverCpu() - cpu0) / wall / rounds;
+          out.cpu.clients += done.cpuSeconds / wall / rounds;
+          log(
+            `round ${r + 1} ${layout} ${phase}: victim p50 ${median(out.ms).toFixed(0)} ms over ${out.ms.length}; attacker ${JSON.stringify(out.attacks)}`,
+          );
         }
-        await attack;
-        const wall = (performance.now() - t0) / 1000;
-        // Pooled over the rounds: the mean of the rounds' shares.
-        out.cpu.server += (server.cpuSeconds() - server0) / wall / rounds;
-        out.cpu.clients += (clientCpu() - clients0) / wall / rounds;
-        log(
-          `round ${r + 1} ${phase}: victim p50 ${median(out.ms).toFixed(0)} ms over ${out.ms.length}; attacker ${JSON.stringify(out.attacks)}`,
-        );
       }
     }
-    return results;
+    load.end = os.loadavg();
+    return { byLayout, cpus, load };
   } finally {
+    await Promise.all(Object.values(clients).map((c) => c.close()));
     await server?.stop();
     await store.close();
     await redis.stop();
+    rmSync(dir, { recursive: true, force: true });
   }
 }
 
@@ -240,5 +257,108 @@ export async function rateAcrossReplicas(rate: number, burst: number, seconds: n
     await Promise.all(servers.map((s) => s.stop()));
     await store.close();
     await cluster.stop();
+  }
+}
+
+/** REFUSAL_KINDS: the refused requests {@link refusalCost} sends. */
+export const REFUSAL_KINDS = ["small", "upload"] as const;
+export type RefusalKind = (typeof REFUSAL_KINDS)[number];
+
+/** RefusalSide is one checkout's refused requests of one kind, summed over the rounds. */
+export interface RefusalSide {
+  /** Answers 429 rate_limited. */
+  refused: number;
+  /** All the attacker's answers (any status, cut uploads included). */
+  answers: number;
+  /** CPU seconds of the server, its workers and Redis. */
+  cpuSeconds: number;
+  /** Seconds of flood. */
+  seconds: number;
+}
+
+/** RefusalRun is {@link refusalCost}'s result: by kind, each side's sums ([0]: --a, [1]: this checkout). */
+export interface RefusalRun {
+  byKind: Record<RefusalKind, [RefusalSide, RefusalSide]>;
+  cpus: { server: string; clients: string };
+  load: { start: number[]; end: number[] };
+}
+
+/**
+ * refusalCost measures what a refused request costs the server, for two checkouts side by side:
+ * one Redis and one server per checkout (`npm start`, PALM_WORKERS=1, the default limits), the
+ * servers and Redis pinned to every CPU but the last and the bench process (the client) to the
+ * last. A free-plan client that has spent its burst floods one server at a time, the checkouts in
+ * turn within each of `rounds` rounds, `seconds` per kind: `small`, 16 loops of keyed REST
+ * requests of 2 bytes over kept-alive connections; `upload`, 14 requests of 7.4 MiB each on its own
+ * HTTP/1.1 connection at once, again as soon as all are answered.
+ */
+export async function refusalCost(otherRoot: string, rounds: number, seconds: number, log: (s: string) => void): Promise<RefusalRun> {
+  const n = os.availableParallelism();
+  if (n < 2) throw new Error("refusal-cost needs at least 2 CPUs");
+  const cpus = { server: n > 2 ? `0-${n - 2}` : "0", clients: String(n - 1), all: `0-${n - 1}` };
+  const redis = await startRedis();
+  const servers: ServerProcess[] = [];
+  const stores: RedisStore[] = [];
+  try {
+    const keys: string[] = [];
+    for (const [i, root] of [otherRoot, ROOT].entries()) {
+      const prefix = `bench-refusal-${i}:`;
+      const store = createRedisStore({ url: redis.url, keyPrefix: prefix });
+      stores.push(store);
+      await store.ready(5000);
+      keys.push(await registerKey(store, "attacker", "free"));
+      servers.push(
+        await startServerProcess(
+          { REDIS_URL: redis.url, PALM_REDIS_PREFIX: prefix, PALM_WORKERS: "1", PALM_RATE_LIMITS: JSON.stringify(DEFAULT_RATE_LIMITS) },
+          [],
+          root,
+        ),
+      );
+    }
+    pin([...servers.flatMap((s) => processTree(s.pid)), ...(redis.pid === undefined ? [] : [redis.pid])], cpus.server);
+    pin([process.pid], cpus.clients);
+    const upload = Buffer.from(JSON.stringify({ image: `${"A".repeat(7.4 * 1024 * 1024)}*` }));
+    const serverCpu = (s: ServerProcess) => s.cpuSeconds() + (redis.pid === undefined ? 0 : cpuSecondsOf(redis.pid));
+    const empty = (): RefusalSide => ({ refused: 0, answers: 0, cpuSeconds: 0, seconds: 0 });
+    const byKind = Object.fromEntries(REFUSAL_KINDS.map((k) => [k, [empty(), empty()]])) as RefusalRun["byKind"];
+    const load = { start: os.loadavg(), end: [] as number[] };
+    for (let r = 0; r < rounds; r++) {
+      for (const kind of REFUSAL_KINDS) {
+        for (const [i, server] of servers.entries()) {
+          const side = byKind[kind][i];
+          const tally = (code: string) => {
+            side.answers++;
+            if (code === "429 rate_limited") side.refused++;
+          };
+          const until = Date.now() + seconds * 1000;
+          const cpu0 = serverCpu(server);
+          const t0 = performance.now();
+          if (kind === "small") {
+            const url = `${server.url}/v1/palm/analyze`;
+            await Promise.all(
+              Array.from({ length: 16 }, async () => {
+                while (Date.now() < until)
+                  tally(await codeOf(await post(url, { "content-type": "application/json", "x-api-key": keys[i] }, "{}")));
+              }),
+            );
+          } else {
+            while (Date.now() < until)
+              for (const c of await Promise.all(Array.from({ length: 14 }, () => postLarge(server.port, keys[i], upload)))) tally(c);
+          }
+          side.seconds += (performance.now() - t0) / 1000;
+          side.cpuSeconds += serverCpu(server) - cpu0;
+          log(
+            `round ${r + 1} ${kind} ${i === 0 ? "--a" : "this"}: ${side.refused} refused of ${side.answers}, ${((1000 * side.cpuSeconds) / side.refused).toFixed(2)} ms CPU each`,
+          );
+        }
+      }
+    }
+    load.end = os.loadavg();
+    return { byKind, cpus, load };
+  } finally {
+    pin([process.pid], cpus.all);
+    await Promise.all(servers.map((s) => s.stop()));
+    await Promise.all(stores.map((s) => s.close()));
+    await redis.stop();
   }
 }

@@ -12,7 +12,17 @@ import { measureFloor } from "./floor.js";
 import { probeHealth, saturatedHealth } from "./health-probe.js";
 import { keylessCost, keylessFlood } from "./keyless.js";
 import { LEAN_OVERLAY_SIDE, LEAN_VARIANTS, engineTable, leanEngineRounds, leanRounds, restTable } from "./lean-answer.js";
-import { abuseVictim, rateAcrossReplicas } from "./abuse.js";
+import {
+  abuseVictim,
+  LAYOUTS,
+  type Layout,
+  PHASES,
+  type PhaseResult,
+  rateAcrossReplicas,
+  REFUSAL_KINDS,
+  type RefusalSide,
+  refusalCost,
+} from "./abuse.js";
 import { jpegScanCosts } from "./jpeg-scans.js";
 import { median, quantile } from "./stats.js";
 import { uploadWindows } from "./upload-window.js";
@@ -695,43 +705,106 @@ function abuseScenario(limits: "default" | "lifted"): Scenario {
     target: limits === "default" ? { op: "≤", value: 2, unit: "x", from: "issue 29" } : undefined,
     inDefault: false,
     how:
-      "One server and two clients with keys of their own. 3 rounds (1 with --quick) of four phases of 8 s (3 s with --quick): " +
-      "the victim alone; then while the attacker sends (1) 10,000 x 4,000 PNG analyses with a 100 ms Connect deadline one " +
-      "after another, (2) 14 REST bodies of 7.4 MiB invalid base64 at once, again as soon as all are answered, (3) the " +
-      "2,647-scan 10,000 x 4,000 JPEG one after another. The victim sends its request one after another throughout (the " +
-      "full answer; time to the last byte). Both clients run in the bench process, on the server's machine. Measured: the " +
-      "largest of the three p50 under abuse / p50 alone (pooled over the rounds). The detail gives every p50, the victim's " +
-      "answers, the attacker's, and the CPU seconds per second of the server (with its workers) and of the bench process " +
-      "(both clients) in each phase. abuse-victim: the default per-client limits, the attacker on the free plan (the issue's " +
-      "attacker had a 5-request plan); abuse-victim-unlimited: no per-client limit, so only the engine's own bounds and " +
-      "fair queues stand between the two.",
+      "One server and two clients with keys of their own, the clients in a process of their own (bench/abuse-clients.ts), " +
+      "one such process per layout. 3 rounds (1 with --quick), each of three layouts in turn, each of four phases of 8 s (3 s " +
+      "with --quick): the victim alone; then while the attacker sends (1) 10,000 x 4,000 PNG analyses with a 100 ms Connect " +
+      "deadline one after another, (2) 14 REST bodies of 7.4 MiB invalid base64 at once, again as soon as all are answered, " +
+      "(3) the 2,647-scan 10,000 x 4,000 JPEG one after another. The victim sends its request one after another throughout " +
+      "(the full answer; time to the last byte). Layouts: shared (nothing pinned, the clients on the server's cores at its " +
+      "priority: the layout of the runs before 2026-11-26), split (taskset: the server, its workers and Redis on every CPU but " +
+      "the last, the clients on the last), niced (nothing pinned, the clients at nice 19). Measured: in the split layout, the " +
+      "largest of the three p50 under abuse / p50 alone (pooled over the rounds). The run prints a table of every layout's p50 " +
+      "and ratio side by side, the CPU seconds per second of the server (with its workers and Redis) and of the clients, and " +
+      "the load average at the start and the end. abuse-victim: the default per-client limits, the attacker on the free plan " +
+      "(the issue's attacker had a 5-request plan); abuse-victim-unlimited: no per-client limit, so only the engine's own " +
+      "bounds and fair queues stand between the two.",
     async run(ctx) {
       await ctx.stopServer();
-      const results = await abuseVictim(q(ctx, 3, 1), q(ctx, 8, 3), limits, ctx.log);
-      const alone = median(results[0].ms);
-      const ratios = results.slice(1).map((r) => median(r.ms) / alone);
-      const worst = Math.max(...ratios);
+      const run = await abuseVictim(q(ctx, 3, 1), q(ctx, 8, 3), limits, ctx.log);
+      const ratiosOf = (results: PhaseResult[]) => results.map((r) => median(r.ms) / median(results[0].ms));
+      const worstOf = (layout: Layout) => Math.max(...ratiosOf(run.byLayout[layout]).slice(1));
       const tally = (counts: Record<string | number, number>) =>
         Object.entries(counts)
           .map(([c, n]) => `${n}x${c}`)
           .join(", ");
+      ctx.log(
+        `load average ${run.load.start.map((l) => f(l)).join(" ")} at the start, ${run.load.end.map((l) => f(l)).join(" ")} at the end; ` +
+          `split: server and Redis on CPUs ${run.cpus.server}, clients on ${run.cpus.clients}`,
+      );
+      ctx.log(
+        `| phase | ${LAYOUTS.map((l) => `${l}: victim p50 | / alone`).join(" | ")} | CPU s/s server+Redis, clients (${LAYOUTS.join(" / ")}) |`,
+      );
+      ctx.log(`|---|${LAYOUTS.map(() => "---|---").join("|")}|---|`);
+      for (const [i, phase] of PHASES.entries()) {
+        const cells = LAYOUTS.map((l) => `${ms(median(run.byLayout[l][i].ms))} ms | ${f(ratiosOf(run.byLayout[l])[i])}x`);
+        const cpu = LAYOUTS.map((l) => `${f(run.byLayout[l][i].cpu.server)}, ${f(run.byLayout[l][i].cpu.clients)}`).join(" / ");
+        ctx.log(`| ${phase} | ${cells.join(" | ")} | ${cpu} |`);
+      }
+      const worst = worstOf("split");
       return {
         value: worst,
         text: `${f(worst)}x`,
         detail:
-          `alone p50 ${ms(alone)} ms (${tally(results[0].statuses)}; CPU s/s server ${f(results[0].cpu.server)}, clients ${f(results[0].cpu.clients)}); ` +
-          results
-            .slice(1)
-            .map(
-              (r, i) =>
-                `${r.phase}: p50 ${ms(median(r.ms))} ms, ${f(ratios[i])}x (victim ${tally(r.statuses)}; attacker ${tally(r.attacks)}; ` +
-                `CPU s/s server ${f(r.cpu.server)}, clients ${f(r.cpu.clients)})`,
-            )
-            .join("; "),
+          `worst p50 under abuse / alone: ${LAYOUTS.map((l) => `${l} ${f(worstOf(l))}x`).join(", ")}; ` +
+          LAYOUTS.map(
+            (l) =>
+              `${l}: ` +
+              run.byLayout[l]
+                .map((r) => `${r.phase} p50 ${ms(median(r.ms))} ms (victim ${tally(r.statuses)}; attacker ${tally(r.attacks) || "-"})`)
+                .join("; "),
+          ).join(" | ") +
+          `; load average ${f(run.load.start[0])} → ${f(run.load.end[0])}`,
       };
     },
   };
 }
+
+const REFUSAL_COST: Scenario = {
+  name: "refusal-cost",
+  workload: "a free client past its burst: 2-byte REST requests, and 7.4 MiB uploads",
+  protocol: "REST (HTTP/1.1)",
+  concurrency: "16 (small), 14 (upload)",
+  server: "`npm start` on Redis, PALM_WORKERS=1, default per-client limits; --a DIR's and this checkout's, pinned apart from the client",
+  inDefault: false,
+  needs: "--a DIR",
+  how:
+    "One Redis, and one server of each checkout (--a DIR's, then this one's) on it with a key of its own on the free plan " +
+    "(1 a second, burst 10). The servers and Redis are pinned (taskset) to every CPU but the last, the bench process (the " +
+    "client) to the last. 3 rounds (1 with --quick); in each, for each kind, each server in turn is flooded for 8 s (3 s " +
+    "with --quick): small, 16 loops of keyed REST requests of 2 bytes over kept-alive connections; upload, 14 requests " +
+    "of 7.4 MiB of invalid base64, each on its own HTTP/1.1 connection, at once, again as soon as all are answered. The " +
+    "client ignores Retry-After. Measured: the server's CPU (with its worker and Redis) per 429 rate_limited answer, this " +
+    "checkout's over --a's (the about one request a second the rate lets in is counted in, on both sides alike); also the " +
+    "refusals per second each served.",
+  async run(ctx) {
+    if (!ctx.otherCheckout) throw new Error("refusal-cost needs --a DIR (another checkout with node_modules)");
+    await ctx.stopServer();
+    const run = await refusalCost(ctx.otherCheckout, q(ctx, 3, 1), q(ctx, 8, 3), ctx.log);
+    const per = (s: RefusalSide) => (1000 * s.cpuSeconds) / s.refused;
+    ctx.log(
+      `load average ${run.load.start.map((l) => f(l)).join(" ")} at the start, ${run.load.end.map((l) => f(l)).join(" ")} at the end; ` +
+        `servers and Redis on CPUs ${run.cpus.server}, the client on ${run.cpus.clients}`,
+    );
+    ctx.log(
+      "| kind | --a: CPU ms per refusal | refused/s | server CPU s/s | this: CPU ms per refusal | refused/s | server CPU s/s | this / --a per refusal |",
+    );
+    ctx.log("|---|---|---|---|---|---|---|---|");
+    for (const kind of REFUSAL_KINDS) {
+      const [a, b] = run.byKind[kind];
+      const side = (s: RefusalSide) => `${f(per(s), 3)} | ${f(s.refused / s.seconds, 0)} | ${f(s.cpuSeconds / s.seconds)}`;
+      ctx.log(`| ${kind} | ${side(a)} | ${side(b)} | ${f(per(b) / per(a))}x |`);
+    }
+    const ratios = REFUSAL_KINDS.map((k) => per(run.byKind[k][1]) / per(run.byKind[k][0]));
+    return {
+      value: Math.max(...ratios),
+      text: REFUSAL_KINDS.map((k, i) => `${k} ${f(ratios[i])}x`).join(", "),
+      detail: `${REFUSAL_KINDS.map((k) => {
+        const [a, b] = run.byKind[k];
+        return `${k}: --a ${f(per(a), 3)} ms CPU per refusal (${a.refused} of ${a.answers} in ${f(a.seconds, 0)} s), this ${f(per(b), 3)} ms (${b.refused} of ${b.answers} in ${f(b.seconds, 0)} s)`;
+      }).join("; ")}; load average ${f(run.load.start[0])} → ${f(run.load.end[0])}`,
+    };
+  },
+};
 
 const RATE_CLUSTER: Scenario = {
   name: "rate-limit-cluster",
@@ -797,5 +870,6 @@ export const SCENARIOS: readonly Scenario[] = [
   JPEG_SCANS,
   abuseScenario("default"),
   abuseScenario("lifted"),
+  REFUSAL_COST,
   RATE_CLUSTER,
 ];

@@ -21,3 +21,9 @@ export function generateApiKey(): string {
 export function hashApiKey(key: string): string {
   return createHash("sha256").update(key, "utf8").digest("hex");
 }
+
+/** keyHashOf is the hash of the well-formed key in `header`, or undefined when there is none (the key check says why). */
+export function keyHashOf(header: Headers): string | undefined {
+  const key = header.get(API_KEY_HEADER);
+  return key !== null && isWellFormedApiKey(key) ? hashApiKey(key) : undefined;
+}

@@ -3,14 +3,18 @@
  * client's limits in the store ({@link Store.admit}, rate-limit.ts) before its body is read. Over
  * the limits it is refused with 429 `rate_limited` (never charged); admitted, it holds a place in
  * flight until its response closes, however it closes (sent, reset, timed out), and the lease of
- * that place is renewed meanwhile, so a replica that dies gives its places back.
+ * that place is renewed meanwhile, so a replica that dies gives its places back. A key refused for
+ * its rate is refused again by this replica alone until its Retry-After has passed
+ * ({@link RateGate.refusedLocally}): only the store ever lets a request in.
  * test/integration/rate-limit.spec.ts pins it over HTTP/1.1, HTTP/2 and gRPC.
  */
 import { randomUUID } from "node:crypto";
+import type { ConnectError } from "@connectrpc/connect";
 import type { PlanRateLimits, RateLimit } from "../config.js";
 import { palmError, rateLimited } from "../errors.js";
 import type { Logger } from "../log.js";
-import { setRateLimitHeaders } from "./rate-limit.js";
+import type { Principal } from "../request/context-keys.js";
+import { type RateDecision, setRateLimitHeaders } from "./rate-limit.js";
 import type { Store } from "./store.js";
 
 /** RateGateOptions configure {@link createRateGate}. */
@@ -22,6 +26,8 @@ export interface RateGateOptions {
   leaseMs?: number;
   /** How long a plan's setting read from the store is used before it is read again, ms. Default 5000. */
   planCacheMs?: number;
+  /** How many keys refused for their rate are remembered at once ({@link RateGate.refusedLocally}). Default 10000. */
+  maxRemembered?: number;
   logger?: Logger;
 }
 
@@ -36,10 +42,16 @@ export interface RateHold {
 /** RateGate admits requests within their client's limits. */
 export interface RateGate {
   /**
-   * enter takes one step of `clientId`'s limits: resolves with the request's {@link RateHold}, or
-   * throws 429 `rate_limited` (or `store_unavailable`, failing closed).
+   * enter takes one step of the principal's client's limits: resolves with the request's
+   * {@link RateHold}, or throws 429 `rate_limited` (or `store_unavailable`, failing closed).
    */
-  enter(clientId: string, plan: string): Promise<RateHold>;
+  enter(principal: Principal): Promise<RateHold>;
+  /**
+   * refusedLocally answers, without the store, a key whose client this replica refused for its
+   * rate less than its Retry-After ago: the principal and the 429 `rate_limited` again, with the
+   * time left. Undefined otherwise: then the store decides.
+   */
+  refusedLocally(keyHash: string): { principal: Principal; error: ConnectError } | undefined;
   /** limitOf is the limit applied to `plan` now. */
   limitOf(plan: string): Promise<RateLimit>;
 }
@@ -50,6 +62,37 @@ export function createRateGate(options: RateGateOptions): RateGate {
   const leaseMs = options.leaseMs ?? 30_000;
   const planCacheMs = options.planCacheMs ?? 5000;
   const cache = new Map<string, { limit: RateLimit | undefined; until: number }>();
+  const maxRemembered = options.maxRemembered ?? 10_000;
+  // A key refused for its rate, by key hash, until the store's Retry-After counted from when the
+  // store was asked: GCRA's arrival time only grows, so the store refuses the client at least
+  // that long, and a replica that refuses on its own never lets in more than the store would
+  // (test/integration/rate-limit.spec.ts, "without a Redis command"; the rate across replicas).
+  // Times on this replica's monotonic clock (performance.now), which a wall-clock step cannot stretch.
+  const refused = new Map<string, { principal: Principal; limit: RateLimit; until: number; wholeAt: number }>();
+
+  const remember = (principal: Principal, limit: RateLimit, askedAt: number, decision: RateDecision) => {
+    if (refused.size >= maxRemembered) {
+      const now = performance.now();
+      for (const [hash, r] of refused) if (r.until <= now) refused.delete(hash);
+      if (refused.size >= maxRemembered) return;
+    }
+    refused.set(principal.keyHash, {
+      principal,
+      limit,
+      until: askedAt + decision.retryAfterMs,
+      wholeAt: askedAt + decision.resetMs,
+    });
+  };
+
+  const refusal = (clientId: string, limit: RateLimit, decision: RateDecision, headers: Headers) => {
+    const violation =
+      decision.limitedBy === "concurrency"
+        ? `at most ${limit.concurrency} requests in flight`
+        : `at most ${limit.rate} requests per second, ${limit.burst} at once`;
+    // Concurrency frees up when one of the client's requests ends: retry in a second.
+    const retryAfter = decision.limitedBy === "concurrency" ? 1 : decision.retryAfterMs / 1000;
+    return rateLimited(clientId, violation, retryAfter, headers);
+  };
 
   const limitOf = async (plan: string): Promise<RateLimit> => {
     let cached = cache.get(plan);
@@ -72,20 +115,38 @@ export function createRateGate(options: RateGateOptions): RateGate {
 
   return {
     limitOf,
-    async enter(clientId, plan) {
+    refusedLocally(keyHash) {
+      const r = refused.get(keyHash);
+      if (r === undefined) return undefined;
+      const now = performance.now();
+      if (r.until <= now) {
+        refused.delete(keyHash);
+        return undefined;
+      }
+      const decision: RateDecision = {
+        granted: false,
+        limitedBy: "rate",
+        remaining: 0,
+        resetMs: Math.max(0, r.wholeAt - now),
+        retryAfterMs: r.until - now,
+        inFlight: 0,
+      };
+      const headers = new Headers();
+      setRateLimitHeaders(headers, r.limit, decision);
+      return { principal: r.principal, error: refusal(r.principal.clientId, r.limit, decision, headers) };
+    },
+    async enter(principal) {
+      const { clientId, plan } = principal;
       const limit = await limitOf(plan);
       const id = randomUUID();
+      const askedAt = performance.now();
       const decision = await store.admit(clientId, limit, id, leaseMs);
       const headers = new Headers();
       setRateLimitHeaders(headers, limit, decision);
       if (!decision.granted) {
-        const violation =
-          decision.limitedBy === "concurrency"
-            ? `at most ${limit.concurrency} requests in flight`
-            : `at most ${limit.rate} requests per second, ${limit.burst} at once`;
-        // Concurrency frees up when one of the client's requests ends: retry in a second.
-        const retryAfter = decision.limitedBy === "concurrency" ? 1 : decision.retryAfterMs / 1000;
-        throw rateLimited(clientId, violation, retryAfter, headers);
+        // Only the rate says until when: a place in flight may free up on another replica any time.
+        if (decision.limitedBy === "rate") remember(principal, limit, askedAt, decision);
+        throw refusal(clientId, limit, decision, headers);
       }
       const renew = setInterval(
         () => {

@@ -4,7 +4,8 @@
  * body is read or decompressed. It decides; the request path (request-path.ts) carries the
  * decision out. Unknown paths (404) and methods (405), a missing, malformed, unknown or revoked
  * key (401), a plan missing from the configuration (500), a used-up month (429) and a store that
- * cannot answer (503) are refusals; a client that goes away while its key is checked is noticed
+ * cannot answer (503) are refusals, and so is a key this replica refused for its rate moments ago
+ * (429, without the store); a client that goes away while its key is checked is noticed
  * at once. test/integration/door.spec.ts pins it.
  */
 import type { DescMethod } from "@bufbuild/protobuf";
@@ -36,6 +37,12 @@ export interface DoorOptions {
   publicMethods: readonly DescMethod[];
   /** checkAccess resolves the principal from the headers (key, plan, a month not used up); throws our errors. */
   checkAccess(header: Headers): Promise<Principal>;
+  /**
+   * refusedLocally answers, from the headers and without the store, a key this replica knows to
+   * be refused still (src/auth/rate-gate.ts): its principal and refusal, before checkAccess.
+   * Default: none.
+   */
+  refusedLocally?(header: Headers): { principal: Principal; error: ConnectError } | undefined;
 }
 
 /** Door decides, from its headers, what becomes of a request. */
@@ -51,8 +58,14 @@ export function createDoor(options: DoorOptions): Door {
   /** enter lets `method` in: public methods at once, keyed ones once their key is recognised. */
   async function enter(req: NodeRequest, exchange: Exchange, method: DescMethod): Promise<boolean | ConnectError> {
     if (publicMethods.has(method)) return false;
+    const header = webHeaders(req);
+    const known = options.refusedLocally?.(header);
+    if (known) {
+      exchange.contextValues.set(kPrincipal, known.principal);
+      return exchange.fail(known.error);
+    }
     try {
-      exchange.contextValues.set(kPrincipal, await untilAborted(options.checkAccess(webHeaders(req)), exchange.signal));
+      exchange.contextValues.set(kPrincipal, await untilAborted(options.checkAccess(header), exchange.signal));
       return true;
     } catch (e) {
       return exchange.fail(exchange.signal.aborted ? palmError("canceled") : e);

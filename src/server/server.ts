@@ -19,6 +19,7 @@ import { createRestTable, restRoutesOf } from "../rest/rest-routes.js";
 import { REST_SERVICES } from "../rest/rest-services.js";
 import { createAccessLog } from "./access-log.js";
 import { createDoor } from "./door.js";
+import { keyHashOf } from "../auth/api-key.js";
 import { createRateGate, type RateGate } from "../auth/rate-gate.js";
 import type { ConnectError } from "@connectrpc/connect";
 import { type Exchange, kPrincipal } from "../request/context-keys.js";
@@ -110,6 +111,10 @@ export function createPalmServer(options: PalmServerOptions): PalmServer {
     rest: restTable,
     publicMethods: PUBLIC_METHODS,
     checkAccess: createAccessCheck({ store: options.store, planLimits: config.planLimits, now: options.now }),
+    refusedLocally: (header) => {
+      const keyHash = keyHashOf(header);
+      return keyHash === undefined ? undefined : gate.refusedLocally(keyHash);
+    },
   });
   // In front of the RPCs and REST: CORS, the demo page, the docs, readiness and metrics (src/http).
   const site = createSiteHandler({
@@ -173,7 +178,7 @@ function createLimitsStep(gate: RateGate): (res: NodeResponse, exchange: Exchang
     if (!principal) return undefined;
     const closed = onClose(res);
     try {
-      const hold = await gate.enter(principal.clientId, principal.plan);
+      const hold = await gate.enter(principal);
       closed(hold.leave);
       for (const [name, value] of hold.headers) if (!res.headersSent) res.setHeader(name, value);
       return undefined;

@@ -12,6 +12,8 @@ import { freePort, waitForPort } from "./ports.js";
 /** RedisProcess is a running (or stopped) redis-server. */
 export interface RedisProcess {
   readonly port: number;
+  /** The redis-server's process id while it runs (the bench pins it to CPUs). */
+  readonly pid: number | undefined;
   readonly url: string;
   /** stop kills the server (SIGKILL: an outage, not a clean shutdown). */
   stop(): Promise<void>;
@@ -62,6 +64,9 @@ export async function startRedis(options: StartRedisOptions = {}): Promise<Redis
   await start();
   return {
     port,
+    get pid() {
+      return child?.pid;
+    },
     url: `redis://127.0.0.1:${port}`,
     stop,
     start,

@@ -11,6 +11,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { ErrorInfoSchema, QuotaFailureSchema, RetryInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { PalmService } from "../../gen/palm/v1/palm_pb.js";
 import { quotaPeriodOf } from "../../src/auth/quota-period.js";
+import { createMemoryStore } from "../../src/auth/memory-store.js";
 import { createRedisStore, type RedisStore } from "../../src/auth/redis-store.js";
 import { parseRedisClusterNodes, type PlanRateLimits } from "../../src/config.js";
 import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
@@ -105,6 +106,24 @@ async function inFlightNow(prefix: string, clientId: string): Promise<number> {
   }
 }
 
+/**
+ * commandCalls is Redis's count of commands run so far, by command (INFO commandstats), leaving
+ * out those its own connection sends (HELLO, CLIENT, INFO): what the server asked between two calls.
+ */
+async function commandCalls(): Promise<Record<string, number>> {
+  const { Redis } = await import("ioredis");
+  const r = new Redis(redis.url);
+  try {
+    const info = await r.info("commandstats");
+    const calls: Record<string, number> = {};
+    for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm))
+      if (!["hello", "client", "info"].includes(m[1])) calls[m[1]] = Number(m[2]);
+    return calls;
+  } finally {
+    r.disconnect();
+  }
+}
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe("per-client rate", () => {
@@ -154,6 +173,39 @@ describe("per-client rate", () => {
     expect(status).toBe(429);
   });
 
+  it("refuses a client again within its Retry-After without a Redis command, over HTTP/1.1 and HTTP/2", async () => {
+    const { store, srv } = await setup(TWO_AT_ONCE);
+    const key = await registerKey(store, "acme", "free");
+    for (let i = 0; i < 2; i++) expect((await postAnalyze(srv.url, body, { "x-api-key": key })).res.status).toBe(200);
+    const first = await postAnalyze(srv.url, body, { "x-api-key": key });
+    expectErrorBody(first.res, first.json, 429, "rate_limited");
+    const before = await commandCalls();
+    const again = await postAnalyze(srv.url, body, { "x-api-key": key });
+    expectErrorBody(again.res, again.json, 429, "rate_limited");
+    expect(again.json.error.message).toBe(first.json.error.message);
+    expect(Number(again.res.headers.get("retry-after"))).toBeGreaterThan(90);
+    expect(Number(again.res.headers.get("retry-after"))).toBeLessThanOrEqual(Number(first.res.headers.get("retry-after")));
+    expect(again.res.headers.get("ratelimit-policy")).toBe('"burst";q=2;w=200');
+    expect(again.res.headers.get("ratelimit")).toMatch(/^"burst";r=0;t=\d+$/);
+    const session = await openH2Session(srv.url);
+    cleanups.push(async () => void session.close());
+    const h2 = await new Promise<{ status: number; retryAfter: string }>((resolve, reject) => {
+      const stream = session.request({
+        ":method": "POST",
+        ":path": "/v1/palm/analyze",
+        "content-type": "application/json",
+        "x-api-key": key,
+      });
+      stream.on("response", (h) => resolve({ status: Number(h[":status"]), retryAfter: String(h["retry-after"]) }));
+      stream.on("error", reject);
+      stream.end(JSON.stringify(body));
+    });
+    expect(h2.status).toBe(429);
+    expect(Number(h2.retryAfter)).toBeGreaterThan(90);
+    expect(await commandCalls()).toEqual(before);
+    expect(await store.usage("acme", quotaPeriodOf())).toBe(2);
+  });
+
   it("answers gRPC with RESOURCE_EXHAUSTED rate_limited, QuotaFailure, RetryInfo and the headers as trailers", async () => {
     const { store, srv } = await setup(TWO_AT_ONCE);
     const key = await registerKey(store, "acme", "free");
@@ -161,17 +213,20 @@ describe("per-client rate", () => {
     cleanups.push(async () => client.close());
     for (let i = 0; i < 2; i++)
       expect((await callUnary(client, PalmService.method.analyze, { image: jpeg }, { "x-api-key": key })).error).toBeUndefined();
-    const r = await callUnary(client, PalmService.method.analyze, { image: jpeg }, { "x-api-key": key });
-    expect(r.error?.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
-    expect(r.connectError?.findDetails(ErrorInfoSchema)[0]).toMatchObject({ reason: "rate_limited", domain: "palm.v1" });
-    expect(r.connectError?.findDetails(QuotaFailureSchema)[0]?.violations[0]).toEqual(
-      expect.objectContaining({ subject: "client:acme", description: "at most 0.01 requests per second, 2 at once" }),
-    );
-    const seconds = Number(r.trailer.get("retry-after")[0]);
-    expect(Number(r.connectError?.findDetails(RetryInfoSchema)[0]?.retryDelay?.seconds)).toBe(seconds);
-    expect(seconds).toBeGreaterThan(90);
-    expect(r.trailer.get("ratelimit-policy")).toEqual(['"burst";q=2;w=200']);
-    expect(String(r.trailer.get("ratelimit")[0])).toMatch(/^"burst";r=0;t=\d+$/);
+    // The first refusal is the store's; the second this replica's own (refusedLocally): the same answer.
+    for (let i = 0; i < 2; i++) {
+      const r = await callUnary(client, PalmService.method.analyze, { image: jpeg }, { "x-api-key": key });
+      expect(r.error?.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+      expect(r.connectError?.findDetails(ErrorInfoSchema)[0]).toMatchObject({ reason: "rate_limited", domain: "palm.v1" });
+      expect(r.connectError?.findDetails(QuotaFailureSchema)[0]?.violations[0]).toEqual(
+        expect.objectContaining({ subject: "client:acme", description: "at most 0.01 requests per second, 2 at once" }),
+      );
+      const seconds = Number(r.trailer.get("retry-after")[0]);
+      expect(Number(r.connectError?.findDetails(RetryInfoSchema)[0]?.retryDelay?.seconds)).toBe(seconds);
+      expect(seconds).toBeGreaterThan(90);
+      expect(r.trailer.get("ratelimit-policy")).toEqual(['"burst";q=2;w=200']);
+      expect(String(r.trailer.get("ratelimit")[0])).toMatch(/^"burst";r=0;t=\d+$/);
+    }
     expect(await store.usage("acme", quotaPeriodOf())).toBe(2);
   });
 
@@ -228,3 +283,79 @@ describe("per-client requests in flight", () => {
     }
   });
 });
+
+describe("a client that resets while the gate decides", () => {
+  it("is neither analysed nor charged, over Connect on HTTP/1.1 and HTTP/2", async () => {
+    const memory = createMemoryStore();
+    // The gate's store step waits, once, until the test has reset the client and the server has seen it.
+    let held: { entered: () => void; open: Promise<void> } | undefined;
+    const store = new Proxy(memory, {
+      get(target, name, receiver) {
+        if (name !== "admit") return Reflect.get(target, name, receiver);
+        return async (...args: Parameters<typeof memory.admit>) => {
+          const h = held;
+          held = undefined;
+          if (h) {
+            h.entered();
+            await h.open;
+          }
+          return target.admit(...args);
+        };
+      },
+    });
+    const key = await registerKey(memory, "acme", "pro");
+    const srv = await startServer({ analyzer, store, config: { rateLimits: { "*": { rate: 1000, burst: 1000, concurrency: 100 } } } });
+    cleanups.push(() => srv.close());
+    const session = await openH2Session(srv.url);
+    cleanups.push(async () => void session.close());
+    const headers = { "content-type": "application/json", "x-api-key": key };
+    const message = JSON.stringify(body);
+    let charged = 0;
+    for (const version of ["HTTP/1.1", "HTTP/2"]) {
+      let entered!: () => void;
+      let open!: () => void;
+      const inGate = new Promise<void>((r) => (entered = r));
+      held = { entered, open: new Promise<void>((r) => (open = r)) };
+      const canceled = await canceledCount(srv.url);
+      let reset: () => void;
+      if (version === "HTTP/1.1") {
+        const req = http.request({
+          host: "127.0.0.1",
+          port: srv.port,
+          path: "/palm.v1.PalmService/Analyze",
+          method: "POST",
+          headers,
+          agent: false,
+        });
+        req.on("error", () => {});
+        req.end(message);
+        reset = () => req.destroy();
+      } else {
+        const stream = session.request({ ":method": "POST", ":path": "/palm.v1.PalmService/Analyze", ...headers });
+        stream.on("error", () => {});
+        stream.end(message);
+        reset = () => stream.close(http2.constants.NGHTTP2_CANCEL);
+      }
+      await inGate;
+      reset();
+      await expect.poll(() => canceledCount(srv.url), { timeout: 5000, interval: 10 }).toBe(canceled + 1);
+      open();
+      // The same client's next call, served: the reset one, had it been let through, was ahead of it.
+      const res = await fetch(`${srv.url}/palm.v1.PalmService/Analyze`, { method: "POST", headers, body: message });
+      expect(res.status).toBe(200);
+      await res.arrayBuffer();
+      charged++;
+      await expect.poll(() => analyzer.stats().running + analyzer.stats().queued, { timeout: 60_000, interval: 10 }).toBe(0);
+      expect(await memory.usage("acme", quotaPeriodOf())).toBe(charged);
+    }
+  });
+});
+
+/** canceledCount is the server's count of answers to clients that left (palm_requests_total, code "canceled"). */
+async function canceledCount(url: string): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  return text
+    .split("\n")
+    .filter((l) => l.startsWith("palm_requests_total{") && l.includes('code="canceled"'))
+    .reduce((sum, l) => sum + Number(l.split(" ").at(-1)), 0);
+}
