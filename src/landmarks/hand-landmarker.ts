@@ -117,9 +117,9 @@ export function facing(detection: Pick<HandDetection, "landmarks" | "handedness"
  * SEARCHES are the tries, in order, until one finds a palm the landmark model accepts: the photo as
  * it is; zoomed out (the detector was trained on hands that fill part of the frame, so a close-up
  * whose palm fills it is shown smaller, on black); brightened (a dark photo, see {@link brighten});
- * both; then two other zoom-outs, tried only where a search has shown the back of a hand and none a
+ * both; then one more zoom-out, tried only where a search has shown the back of a hand and none a
  * palm (a cupped close-up can read as a back at one zoom and a palm at another; a photo without a
- * hand pays for none of them; docs/decisions/palm-searches.md).
+ * hand does not pay for it; docs/decisions/palm-searches.md).
  */
 const SEARCHES: readonly { zoomOut: number; brighten: boolean; afterBack?: boolean }[] = [
   { zoomOut: 1, brighten: false },
@@ -127,7 +127,6 @@ const SEARCHES: readonly { zoomOut: number; brighten: boolean; afterBack?: boole
   { zoomOut: 1, brighten: true },
   { zoomOut: 1.8, brighten: true },
   { zoomOut: 1.4, brighten: false, afterBack: true },
-  { zoomOut: 2.5, brighten: false, afterBack: true },
 ];
 
 /** A photo whose mean luminance is under DARK (of 255) is brightened for the fallback search. */
