@@ -26,23 +26,6 @@ from training import real_boxes
 LINES = ("heart", "head", "life")
 FLOORS = np.round(np.arange(0.50, 0.801, 0.01), 2)
 MIN_GAIN = 2
-INSIDE, IOU = 0.75, 0.25
-
-
-def agrees(mask, lab_line):
-    """eval:boxes' agreement of a line mask (S,S bool) with its label (inside quad, outside of the grown quad)."""
-    box = lab_line[0] > 0
-    if mask.sum() == 0 or box.sum() == 0:
-        return False
-    inside = (mask & (lab_line[1] == 0)).sum() / mask.sum()
-    ys, xs = np.nonzero(mask)
-    by, bx = np.nonzero(box)
-    ax0, ax1, ay0, ay1 = xs.min(), xs.max() + 1, ys.min(), ys.max() + 1
-    bx0, bx1, by0, by1 = bx.min(), bx.max() + 1, by.min(), by.max() + 1
-    iw = max(0, min(ax1, bx1) - max(ax0, bx0))
-    ih = max(0, min(ay1, by1) - max(ay0, by0))
-    inter = iw * ih
-    return inside >= INSIDE and inter / ((ax1 - ax0) * (ay1 - ay0) + (bx1 - bx0) * (by1 - by0) - inter) >= IOU
 
 
 def measure(net, ims, lab, calib):
@@ -68,12 +51,13 @@ def measure(net, ims, lab, calib):
                     if not sel.detected:
                         continue
                     grown = LR.grow_line(prob, sel.kept, calib["grow"][line], pd) > 0
-                    rows.append((line, float(prob[sel.kept > 0].mean()), bool(agrees(grown, lab[i, j]))))
+                    rows.append((line, float(prob[sel.kept > 0].mean()), bool(real_boxes.agrees(grown, lab[i, j]))))
     return rows, shares
 
 
 def floors(rows, base):
-    """Per line: (floor, net wrong lines refused, wrong refused, agreeing refused, drawn, wrong)."""
+    """Per line: (floor, net wrong lines refused, wrong refused, agreeing refused, drawn, wrong, AUC
+    of the mean probability between agreeing and wrong lines)."""
     out = {}
     for line in LINES:
         good = np.array([m for l, m, a in rows if l == line and a])
@@ -81,7 +65,8 @@ def floors(rows, base):
         net = lambda t: int((bad < t).sum() - (good < t).sum()) - int((bad < base).sum() - (good < base).sum())
         best = max(FLOORS, key=lambda t: (net(t), -t))
         floor = float(best) if net(best) >= MIN_GAIN else base
-        out[line] = (floor, net(best), int((bad < floor).sum()), int((good < floor).sum()), len(good) + len(bad), len(bad))
+        auc = sum((g > b) + 0.5 * (g == b) for g in good for b in bad) / max(1, len(good) * len(bad))
+        out[line] = (floor, net(best), int((bad < floor).sum()), int((good < floor).sum()), len(good) + len(bad), len(bad), auc)
     return out
 
 
@@ -100,10 +85,7 @@ def main():
     print(f"palm share on {len(shares)} views: min {min(shares):.3f}, under crop.min_palm "
           f"({calib['crop']['min_palm']}): {sum(v < calib['crop']['min_palm'] for v in shares)}")
     base = calib["detection"]["min_confidence"]
-    for line, (floor, net_, bad_ref, good_ref, drawn, wrong) in floors(rows, base).items():
-        good = [m for l, m, ok in rows if l == line and ok]
-        bad = [m for l, m, ok in rows if l == line and not ok]
-        auc = sum((g > b) + 0.5 * (g == b) for g in good for b in bad) / max(1, len(good) * len(bad))
+    for line, (floor, net_, bad_ref, good_ref, drawn, wrong, auc) in floors(rows, base).items():
         print(f"{line}: {drawn} drawn, {wrong} disagree with their box (AUC of the mean probability {auc:.2f}); "
               f"floor {floor}: refuses {bad_ref} of those and {good_ref} agreeing (best net {net_})")
 

@@ -89,3 +89,26 @@ def build(folder):
         lab = np.stack([labels(s, size) for s in samples])
         np.save(cache, lab)
     return images, lab, samples
+
+
+# eval:boxes' agreement (scripts/eval-boxes.ts): this share of the mask inside the grown box, and
+# the bounding boxes of mask and box overlapping by this IoU.
+AGREE_INSIDE, AGREE_IOU = 0.75, 0.25
+
+
+def agrees(mask, lab_line):
+    """eval:boxes' rule in the view: a line mask (S,S bool) against one line's labels (labels()[i]:
+    inside quad, outside of the grown quad)."""
+    box = lab_line[0] > 0
+    if mask.sum() == 0 or box.sum() == 0:
+        return False
+    inside = (mask & (lab_line[1] == 0)).sum() / mask.sum()
+    ys, xs = np.nonzero(mask)
+    by, bx = np.nonzero(box)
+    ax0, ax1, ay0, ay1 = xs.min(), xs.max() + 1, ys.min(), ys.max() + 1
+    bx0, bx1, by0, by1 = bx.min(), bx.max() + 1, by.min(), by.max() + 1
+    iw = max(0, min(ax1, bx1) - max(ax0, bx0))
+    ih = max(0, min(ay1, by1) - max(ay0, by0))
+    inter = iw * ih
+    iou = inter / ((ax1 - ax0) * (ay1 - ay0) + (bx1 - bx0) * (by1 - by0) - inter)
+    return inside >= AGREE_INSIDE and iou >= AGREE_IOU

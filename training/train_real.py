@@ -44,8 +44,9 @@ HELD_OUT = "45"
 W_OUT, W_SPAN, W_THIN, W_PALM = 1.0, 1.0, 0.05, 0.5
 # A line's probability mass in the 256 px canonical view: about 100 px long, 3 px wide.
 LINE_MASS = 300.0
-# A teacher line is a pseudo-label where it agrees with its box as eval:boxes scores agreement.
-PSEUDO_P, PSEUDO_INSIDE, PSEUDO_IOU = 0.5, 0.75, 0.25
+# A teacher line is a pseudo-label where its pixels over PSEUDO_P agree with its box as eval:boxes
+# scores agreement (real_boxes.agrees).
+PSEUDO_P = 0.5
 
 
 def held_out(file):
@@ -85,19 +86,7 @@ def real_loss(logits, lab, teacher_palm, w_frac=0.0, pseudo=None, w_pseudo=0.0):
 
 def agrees(prob, lab_line):
     """The eval:boxes rule on one teacher line (S,S) probability against its label's inside quad."""
-    m = prob >= PSEUDO_P
-    box = lab_line[0] > 0
-    if m.sum() == 0 or box.sum() == 0:
-        return False
-    grown = lab_line[1] == 0
-    inside = (m & grown).sum() / m.sum()
-    ys, xs = np.nonzero(m); by, bx = np.nonzero(box)
-    ax0, ax1, ay0, ay1 = xs.min(), xs.max() + 1, ys.min(), ys.max() + 1
-    bx0, bx1, by0, by1 = bx.min(), bx.max() + 1, by.min(), by.max() + 1
-    iw = max(0, min(ax1, bx1) - max(ax0, bx0)); ih = max(0, min(ay1, by1) - max(ay0, by0))
-    inter = iw * ih
-    iou = inter / ((ax1 - ax0) * (ay1 - ay0) + (bx1 - bx0) * (by1 - by0) - inter)
-    return inside >= PSEUDO_INSIDE and iou >= PSEUDO_IOU
+    return real_boxes.agrees(prob >= PSEUDO_P, lab_line)
 
 
 def jitter(rng, img, lab, palm, teach):
