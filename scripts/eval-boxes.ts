@@ -6,6 +6,7 @@ import sharp from "sharp";
 import { LINE_NAMES, type LineName } from "../src/inference/analyzer-types.js";
 import { createAnalyzer } from "../src/inference/analyzer.js";
 import { BOX_DIR, type Box, partOf, readBoxes } from "./box-set.js";
+import { TurnTally } from "./trait-stability.js";
 
 const GROW = 0.15;
 const MIN_GROW_PX = 8;
@@ -43,7 +44,12 @@ export function agreement(mask: Uint8Array, width: number, height: number, box: 
 
 async function main(): Promise<number> {
   const { values } = parseArgs({
-    options: { part: { type: "string", default: "eval" }, model: { type: "string" }, detail: { type: "boolean" } },
+    options: {
+      part: { type: "string", default: "eval" },
+      model: { type: "string" },
+      detail: { type: "boolean" },
+      turned: { type: "boolean" },
+    },
   });
   if (!existsSync(join(BOX_DIR, "boxes.csv"))) {
     console.log(`eval-boxes: ${BOX_DIR} is absent; nothing to evaluate.`);
@@ -61,15 +67,23 @@ async function main(): Promise<number> {
   // A blob that fills its box agrees with it: the median thickness (mask pixels over the course's
   // length, in palm widths) shows one (models/palm-lines/MODEL_CARD.md, "A first try that failed").
   const thickness = { heart: [], head: [], life: [] } as Record<LineName, number[]>;
+  // --turned: each photo read again turned by 90 degrees; no labels needed, so any part can be used.
+  const turn = new TurnTally();
   try {
     console.log(`model ${analyzer.model}; box set part '${values.part}', ${files.length} photos`);
     for (const file of files) {
       const t0 = performance.now();
-      const result = await analyzer.analyze(await readFile(join(BOX_DIR, "images", file)));
+      const bytes = await readFile(join(BOX_DIR, "images", file));
+      const result = await analyzer.analyze(bytes);
       ms += performance.now() - t0;
+      const turned = values.turned ? await analyzer.analyze(await sharp(bytes).rotate().rotate(90).png().toBuffer()) : undefined;
       if (result.reason !== "no_hand") palms++;
       const row: string[] = [];
       for (const line of LINE_NAMES) {
+        if (turned) {
+          const moved = turn.add(result.stats[line].traits, turned.stats[line].traits);
+          if (moved.length > 0) row.push(`${line} turned: ${moved.join(", ")}`);
+        }
         const box = boxes.get(file)![line];
         if (!box) continue;
         total[line]++;
@@ -111,6 +125,7 @@ async function main(): Promise<number> {
     );
   }
   console.log("thickness: the median of the drawn lines' mask pixels over course length, in % of the palm width");
+  if (values.turned) console.log(`turned 90 degrees: ${turn.summary()}`);
   console.log("not detected, by reason:");
   for (const [k, n] of [...why.entries()].sort()) console.log(`  ${k}: ${n}`);
   return 0;

@@ -10,7 +10,9 @@
  * to the annotated polyline, as a fraction of `palm_width_px`; coverage = share of the polyline
  * (sampled every pixel) with a mask pixel within 4% of the palm width; localised = detected &&
  * mean distance <= 4% && coverage >= 60%. Handedness is checked against the annotation's own
- * geometry (which side of the palm the head line starts on). Non-palm photos are the real
+ * geometry (which side of the palm the head line starts on). Traits moved: per variant, the lines
+ * drawn both on it and as taken whose traits differ beyond the bounds of real-photos.spec's
+ * turned test (scripts/trait-stability.ts); all drawn lines, localised or not. Non-palm photos are the real
  * photographs Debian's python3-skimage ships (when installed): how many get a line, and why not.
  * `--out dir` also writes, per photo as taken, the overlay with the annotations drawn in white
  * (`.overlay.jpg`, a copy of the photo: keep it out of the repository) and the same lines without
@@ -22,9 +24,10 @@ import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import sharp, { type Sharp } from "sharp";
-import { LINE_NAMES, type LineName } from "../src/inference/analyzer-types.js";
+import { type AnalysisResult, LINE_NAMES, type LineName } from "../src/inference/analyzer-types.js";
 import { createAnalyzer } from "../src/inference/analyzer.js";
 import { polylineDistance, REAL_DIR as REAL, type RealAnnotation, readRealAnnotations, trueHandedness } from "./real-palms.js";
+import { TurnTally } from "./trait-stability.js";
 
 /** Distance bound of "localised", as a fraction of palm_width_px. */
 const MAX_DIST = 0.04;
@@ -204,6 +207,8 @@ async function main(): Promise<number> {
   ].join(" ");
   const detail: string[] = [];
   const summary: string[] = [];
+  // Each variant's traits against the photo's as taken, line by line (trait-stability.ts).
+  const asTaken = new Map<string, AnalysisResult["stats"]>();
   try {
     console.log(`model ${analyzer.model}`);
     for (const variant of VARIANTS) {
@@ -211,6 +216,7 @@ async function main(): Promise<number> {
       let wrong = 0;
       let hands = 0;
       let ms = 0;
+      const turn = new TurnTally();
       for (const a of annotations.images) {
         const original = await readFile(join(REAL, a.file));
         const bytes =
@@ -221,7 +227,9 @@ async function main(): Promise<number> {
         const truth = trueHandedness(a.lines);
         const expected = variant.name === "mirrored" ? (truth === "left" ? "right" : "left") : truth;
         if (result.hand?.handedness === expected) hands++;
+        if (variant.name === "as taken") asTaken.set(a.file, result.stats);
         for (const line of LINE_NAMES) {
+          if (variant.name !== "as taken") turn.add(asTaken.get(a.file)?.[line].traits, result.stats[line].traits);
           const pts = a.lines[line].points.map((p) => variant.point(p, a.width, a.height));
           const { data } = await sharp(result.masks[line]).toColourspace("b-w").raw().toBuffer({ resolveWithObject: true });
           const s = scoreLine(data, result.width, result.height, pts, a.palm_width_px, result.stats[line].detected);
@@ -266,6 +274,7 @@ async function main(): Promise<number> {
           `${hands}/${n}`.padStart(11),
           String(wrong).padStart(12),
           `${Math.round(ms / n)} ms`.padStart(9),
+          (variant.name === "as taken" ? "-" : `${turn.moved}/${turn.pairs}`).padStart(13),
         ].join(" "),
       );
     }
@@ -291,7 +300,7 @@ async function main(): Promise<number> {
     console.log(header);
     for (const r of detail) console.log(r);
     console.log(
-      `\nlocalised (mean distance <= ${MAX_DIST * 100}% of palm width, coverage >= ${MIN_COVERAGE * 100}%), handedness right, lines drawn but not localised, mean engine time:`,
+      `\nlocalised (mean distance <= ${MAX_DIST * 100}% of palm width, coverage >= ${MIN_COVERAGE * 100}%), handedness right, lines drawn but not localised, mean engine time, lines drawn on both whose traits moved from the photo as taken beyond the bounds of real-photos.spec's turned test:`,
     );
     const summaryHeader = [
       "variant".padEnd(11),
@@ -302,6 +311,7 @@ async function main(): Promise<number> {
       "handedness".padStart(11),
       "drawn wrong".padStart(12),
       "time".padStart(9),
+      "traits moved".padStart(13),
     ].join(" ");
     console.log(summaryHeader);
     for (const r of summary) console.log(r);

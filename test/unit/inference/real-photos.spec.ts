@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LINE_NAMES } from "../../../src/inference/analyzer-types.js";
 import { createAnalyzer, type EngineAnalyzer } from "../../../src/inference/analyzer.js";
 import { polylineDistance, REAL_DIR, readRealAnnotations } from "../../../scripts/real-palms.js";
+import { TURN_BOUNDS } from "../../../scripts/trait-stability.js";
 
 const ANNOTATED = readRealAnnotations();
 const HAVE_REAL = ANNOTATED.length > 0;
@@ -164,14 +165,14 @@ describe.skipIf(!HAVE_REAL)("Analyzer.analyze() on real palm photos", () => {
     for (const l of same) {
       const [a, b] = [r.stats[l].traits!, t.stats[l].traits!];
       // The engine measures in the palm's own upright view: a turned photo gives the same view.
-      expect(Math.abs(a.curvature - b.curvature), `${file} ${l} curvature`).toBeLessThanOrEqual(0.02);
-      expect(Math.abs(a.depth - b.depth), `${file} ${l} depth`).toBeLessThanOrEqual(0.02);
+      expect(Math.abs(a.curvature - b.curvature), `${file} ${l} curvature`).toBeLessThanOrEqual(TURN_BOUNDS.curvature);
+      expect(Math.abs(a.depth - b.depth), `${file} ${l} depth`).toBeLessThanOrEqual(TURN_BOUNDS.depth);
       // Each end at the same place on the palm, across the knuckles and down toward the wrist. Not
       // the same zone word: an end near a zone's edge may cross it (hand1's heart line ends at
       // across 0.848 and 0.821 with palm-lines 3.2.0, either side of the index/middle split).
       for (const end of ["start", "end"] as const) {
-        expect(Math.abs(a[end].across - b[end].across), `${file} ${l} ${end} across`).toBeLessThanOrEqual(0.05);
-        expect(Math.abs(a[end].along - b[end].along), `${file} ${l} ${end} along`).toBeLessThanOrEqual(0.05);
+        expect(Math.abs(a[end].across - b[end].across), `${file} ${l} ${end} across`).toBeLessThanOrEqual(TURN_BOUNDS.end);
+        expect(Math.abs(a[end].along - b[end].along), `${file} ${l} ${end} along`).toBeLessThanOrEqual(TURN_BOUNDS.end);
       }
     }
   });
