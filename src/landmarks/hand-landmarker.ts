@@ -119,15 +119,32 @@ export function facing(detection: Pick<HandDetection, "landmarks" | "handedness"
  * whose palm fills it is shown smaller, on black); brightened (a dark photo, see {@link brighten});
  * both; then one more zoom-out, tried only where a search has shown the back of a hand and none a
  * palm (a cupped close-up can read as a back at one zoom and a palm at another; a photo without a
- * hand does not pay for it; docs/decisions/palm-searches.md).
+ * hand does not pay for it); last, where no search found a hand at all, the photo as if padded with
+ * black: the landmark model too sees black beyond the frame, not the edge drawn out (a dark close-up
+ * is a palm only so). It comes last because it moves the landmarks of close-ups found before, and
+ * not after a back because it read a back as a palm (docs/decisions/palm-searches.md).
  */
-const SEARCHES: readonly { zoomOut: number; brighten: boolean; afterBack?: boolean }[] = [
+const SEARCHES: readonly Search[] = [
   { zoomOut: 1, brighten: false },
   { zoomOut: 1.8, brighten: false },
   { zoomOut: 1, brighten: true },
   { zoomOut: 1.8, brighten: true },
   { zoomOut: 1.4, brighten: false, afterBack: true },
+  { zoomOut: 2.2, brighten: false, padded: true, noneSeen: true },
 ];
+
+interface Search {
+  /** The detector sees the photo this many times smaller, centred on black. */
+  zoomOut: number;
+  /** On the brightened copy ({@link brighten}); skipped where the photo is not dark. */
+  brighten: boolean;
+  /** Only where an earlier search has shown the back of a hand. */
+  afterBack?: boolean;
+  /** The landmark model sees black beyond the photo's edge (as if padded), not the edge replicated. */
+  padded?: boolean;
+  /** Only where no earlier search has found a hand, palm or back. */
+  noneSeen?: boolean;
+}
 
 /** A photo whose mean luminance is under DARK (of 255) is brightened for the fallback search. */
 const DARK = 90;
@@ -162,23 +179,24 @@ function brighten(rgb: Uint8Array, width: number, height: number): Uint8Array | 
  * landmarks, and an answer that shows the back does not end the search; only when no search shows
  * a palm is the first back answered. Pinned by hand-landmarker.spec "finds a hand on every photo"
  * (box-492, a close-up, needs the zoom-out), "finds the palm on close-ups whose fingers are out of
- * the frame" and "goes on past an answer that shows the back".
+ * the frame", "goes on past an answer that shows the back" and "finds the palm on a dark close-up
+ * by padding it".
  */
 async function searchHand(
   rgb: Uint8Array,
   width: number,
   height: number,
-  tryOnce: (image: Uint8Array, zoomOut: number) => Promise<HandDetection | null>,
+  tryOnce: (image: Uint8Array, search: Search) => Promise<HandDetection | null>,
 ): Promise<HandDetection | null> {
   let brightened: Uint8Array | null | undefined; // null: not dark, no brightened copy
   let back: HandDetection | null = null;
   for (const search of SEARCHES) {
-    if (search.afterBack && !back) break;
+    if ((search.afterBack && !back) || (search.noneSeen && back)) continue;
     if (search.brighten) {
       if (brightened === undefined) brightened = brighten(rgb, width, height) ?? null;
       if (!brightened) continue;
     }
-    const found = await tryOnce(search.brighten ? brightened! : rgb, search.zoomOut);
+    const found = await tryOnce(search.brighten ? brightened! : rgb, search);
     if (!found) continue;
     if (facing(found) === "palm") return found;
     back ??= found;
@@ -230,8 +248,9 @@ export async function createHandLandmarker(options: HandLandmarkerOptions = {}):
     };
   }
 
-  async function landmarkPass(rgb: Uint8Array, width: number, height: number, rect: RotatedRect) {
-    const input = warpToTensor(rgb, width, height, rect, { size: LANDMARK_SIZE, range: [0, 1], border: "replicate" });
+  async function landmarkPass(rgb: Uint8Array, width: number, height: number, rect: RotatedRect, padded = false) {
+    const border = padded ? "zero" : "replicate";
+    const input = warpToTensor(rgb, width, height, rect, { size: LANDMARK_SIZE, range: [0, 1], border });
     const r = await runLandmarks(input);
     const landmarks: Point[] = [];
     for (let k = 0; k < 21; k++) {
@@ -247,12 +266,13 @@ export async function createHandLandmarker(options: HandLandmarkerOptions = {}):
     const t0 = performance.now();
     const timings: HandTimings = { palm: 0, landmarks: [], total: 0 };
     lastTimings = timings;
-    const result = await searchHand(rgb, width, height, (image, zoomOut) => searchOnce(image, width, height, zoomOut, timings));
+    const result = await searchHand(rgb, width, height, (image, search) => searchOnce(image, width, height, search, timings));
     timings.total = performance.now() - t0;
     return result;
   }
 
-  async function searchOnce(image: Uint8Array, width: number, height: number, zoomOut: number, timings: HandTimings) {
+  async function searchOnce(image: Uint8Array, width: number, height: number, search: Search, timings: HandTimings) {
+    const { zoomOut, padded } = search;
     let t = performance.now();
     // Letterbox: the longer side (times the zoom-out) fills the detector input, centred, black padding.
     const side = Math.max(width, height) * zoomOut;
@@ -271,11 +291,11 @@ export async function createHandLandmarker(options: HandLandmarkerOptions = {}):
     const [cx, cy] = toImage([best.cx, best.cy]);
     const palmRect = handRectFromPalm({ cx, cy, w: best.w * side, h: best.h * side }, best.keypoints.map(toImage));
     t = performance.now();
-    let pass = await landmarkPass(image, width, height, palmRect);
+    let pass = await landmarkPass(image, width, height, palmRect, padded);
     timings.landmarks.push(performance.now() - t);
     if (refine && pass.presence >= minPresence) {
       t = performance.now();
-      const second = await landmarkPass(image, width, height, handRectFromLandmarks(pass.landmarks));
+      const second = await landmarkPass(image, width, height, handRectFromLandmarks(pass.landmarks), padded);
       timings.landmarks.push(performance.now() - t);
       if (second.presence >= minPresence) pass = second;
     }
