@@ -20,6 +20,9 @@ line with a box (training/real_boxes.py):
     view: a dense, thin target that the box terms lack (self-training with a noised student).
 Real views are jittered (--geo, 3.2): a small rotation, scale and shift of view and labels together,
 as a landmark error moves the canonical frame, and light (per-channel gain, gamma, blur, noise).
+Consistency (--w-cons, with --geo): --cons-pairs of each step's real views are seen a second time
+under another jitter, and the two predictions of each line, brought into one frame, are pulled
+together; a photo turned by 90 degrees moves the frame this way, and its lines' ends must not move.
 Real views whose file name's SHA-256 starts with 4 or 5 (an eighth of the training part) are held
 out of training to compare checkpoints (`npm run eval:boxes -- --part heldout`). Resumable: --resume last.pt.
 """
@@ -47,6 +50,8 @@ LINE_MASS = 300.0
 # A teacher line is a pseudo-label where its pixels over PSEUDO_P agree with its box as eval:boxes
 # scores agreement (real_boxes.agrees).
 PSEUDO_P = 0.5
+# --w-cons compares the two views' lines in cells of this many pixels.
+CONS_CELL = 4
 
 
 def held_out(file):
@@ -92,7 +97,8 @@ def agrees(prob, lab_line):
 def jitter(rng, img, lab, palm, teach):
     """--geo: one real view, its labels, teacher palm and teacher lines (or None) under the same small
     affine warp (a landmark error moves the canonical frame this much), then light jitter on the
-    view. Label channels warp nearest; beyond the view is `outside`."""
+    view. Label channels warp nearest; beyond the view is `outside`. Returns the warp m (2x3, view
+    pixels to warped pixels) last."""
     s = img.shape[0]
     ang = rng.uniform(-8, 8); sc = math.exp(rng.uniform(-0.1, 0.1)); sh = rng.uniform(-0.04, 0.04, 2) * s
     m = cv2.getRotationMatrix2D((s / 2, s / 2), ang, sc); m[:, 2] += sh
@@ -114,7 +120,31 @@ def jitter(rng, img, lab, palm, teach):
     if rng.random() < 0.3:
         x = cv2.GaussianBlur(x, (0, 0), rng.uniform(0.4, 1.2))              # out of focus
     x = x + rng.normal(0, rng.uniform(0, 6), x.shape)                        # sensor noise
-    return np.clip(x, 0, 255).astype(np.uint8), out, palm, teach
+    return np.clip(x, 0, 255).astype(np.uint8), out, palm, teach, m
+
+
+def pair_theta(m_a, m_b, s):
+    """The affine_grid theta that resamples a map in view b's frame into view a's frame (both warps
+    of one view by jitter: m_a, m_b 2x3 in pixels; align_corners=False)."""
+    h = lambda m: np.vstack([m, [0.0, 0.0, 1.0]])
+    a = h(m_b) @ np.linalg.inv(h(m_a))                  # a's pixels -> b's pixels
+    t = np.array([[s / 2, 0, s / 2 - 0.5], [0, s / 2, s / 2 - 0.5], [0, 0, 1.0]])   # normalised -> pixels
+    return (np.linalg.inv(t) @ a @ t)[:2].astype(np.float32)
+
+
+def consistency_loss(logits_a, logits_b, thetas):
+    """--w-cons: the same photo under two jitters must give the same lines. Each line's squared
+    difference of probabilities, b resampled into a's frame, over the pixels both views see, in
+    units of a whole line's mass (LINE_MASS), summed over the lines: a line drawn further on one
+    view counts, as the ends are where a turned photo's traits moved. Compared in cells of CONS_CELL
+    px, so the resampling's sub-pixel shift of a thin line (step 1 of a first try: 0.42, most of the
+    term) hardly counts. Both sides take the gradient."""
+    pa = torch.sigmoid(logits_a[:, 1:4]); pb = torch.sigmoid(logits_b[:, 1:4])
+    grid = F.affine_grid(torch.from_numpy(thetas), list(pb.shape), align_corners=False)
+    pb_a = F.grid_sample(pb, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+    seen = F.grid_sample(torch.ones_like(pb[:, :1]), grid, mode="nearest", padding_mode="zeros", align_corners=False)
+    d = F.avg_pool2d((pa - pb_a) * seen, CONS_CELL)
+    return (d ** 2).sum((2, 3)).sum(1).mean() * CONS_CELL ** 2 / LINE_MASS
 
 
 def main():
@@ -133,6 +163,10 @@ def main():
     ap.add_argument("--w-frac", type=float, default=0.0, help="weight of the outside-mass term (0 in 3.0.0)")
     ap.add_argument("--geo", action="store_true", help="geometric and stronger light jitter of real views (3.2)")
     ap.add_argument("--w-pseudo", type=float, default=0.0, help="weight of the box-agreeing pseudo-labels (3.2)")
+    ap.add_argument("--w-cons", type=float, default=0.0,
+                    help="weight of the two-jitter consistency term (needs --geo; 3.3): --cons-pairs real views "
+                         "are seen twice per step")
+    ap.add_argument("--cons-pairs", type=int, default=2)
     ap.add_argument("--ckpt-min", type=float, default=5.0)
     ap.add_argument("--time-budget", type=float, default=None,
                     help="seconds: the LR schedule runs on wall time and training stops when it is spent (a shared "
@@ -227,10 +261,13 @@ def main():
             labs_, tps_ = r_lab[pick], teacher[pick]
             tls_ = t_lines[pick] if t_lines is not None else None
         else:
-            xr, labs_, tps_, tls_ = [], [], [], []
-            for k in pick:
-                xi, li, pi, ti = jitter(rng, r_ims[k], r_lab[k], teacher[k], t_lines[k] if t_lines is not None else None)
-                xr.append(xi); labs_.append(li); tps_.append(pi); tls_.append(ti)
+            xr, labs_, tps_, tls_, warps = [], [], [], [], []
+            n_cons = min(a.cons_pairs, a.real_batch) if a.w_cons > 0 else 0
+            # The first n_cons picks are seen again under a second jitter, after the others.
+            for k in list(pick) + list(pick[:n_cons]):
+                xi, li, pi, ti, mi = jitter(rng, r_ims[k], r_lab[k], teacher[k], t_lines[k] if t_lines is not None else None)
+                xr.append(xi); labs_.append(li); tps_.append(pi); tls_.append(ti); warps.append(mi)
+            pick = np.concatenate([pick, pick[:n_cons]])
             xr, labs_, tps_ = np.stack(xr), np.stack(labs_), np.stack(tps_)
             tls_ = np.stack(tls_) if t_lines is not None else None
         x_r = torch.from_numpy(xr).permute(0, 3, 1, 2).float().div_(255.0)
@@ -246,6 +283,14 @@ def main():
         ls, dice = loss_fn(logits[:a.synth_batch], y_s)
         lr_, parts = real_loss(logits[a.synth_batch:], lab, tp, a.w_frac, pseudo, a.w_pseudo)
         loss = ls + lr_
+        if a.geo and a.w_cons > 0:
+            nb = a.real_batch
+            th = np.stack([pair_theta(warps[i], warps[nb + i], x_r.shape[-1]) for i in range(n_cons)])
+            ra = logits[a.synth_batch:a.synth_batch + n_cons]
+            rb = logits[a.synth_batch + nb:a.synth_batch + nb + n_cons]
+            l_cons = consistency_loss(ra, rb, th)
+            loss = loss + a.w_cons * l_cons
+            parts.append(float(l_cons))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
