@@ -1,7 +1,7 @@
 #!/bin/sh
 # One documented command per stage; everything is seeded and reproducible.
-#   sh training/run.sh release   # palm-lines 3.2, the released model (also with no stage named): the stages
-#                                # before it (2.0, 3.0, 3.1) first where their files are missing
+#   sh training/run.sh release   # palm-lines 3.3, the released model (also with no stage named): the stages
+#                                # before it (2.0, 3.0, 3.1, 3.2) first where their files are missing
 #   sh training/run.sh metrics   # the released file on the held-out synthetic test sets -> models/palm-lines/metrics.json
 #   sh training/run.sh smoke     # the chain of train/export/evaluate on tiny data in about a minute (nothing in models/)
 #   sh training/run.sh data|train|export|evaluate   # the 1.x photo-frame chain, retired with its engine: it
@@ -121,10 +121,20 @@ release31() {
 # the frame, and light) and pulled to 3.1.0's own lines where they agree with their boxes
 # (--w-pseudo); 2.0.0's calibration. V32_STEPS: the step count the released run reached on wall time.
 V32_STEPS=${V32_STEPS:-2952}
-release() {
+release32() {
   [ -f "${V31_ONNX:-training/runs/v31/palm-lines-3.1.0.onnx}" ] || release31
   finetune "${V31_ONNX:-training/runs/v31/palm-lines-3.1.0.onnx}" "${RUN32:-training/runs/v32}" "$D/canon30_3k,$D/canonneg31" \
-    "$RELEASED" 3.2.0 --steps "$V32_STEPS" --w-frac 1.0 --geo --w-pseudo 5.0 --seed 42
+    "${RUN32:-training/runs/v32}/palm-lines-3.2.0.onnx" 3.2.0 --steps "$V32_STEPS" --w-frac 1.0 --geo --w-pseudo 5.0 --seed 42
+}
+
+# palm-lines 3.3: 3.2.0 fine-tuned by 3.2's recipe with 3.2.0 as the teacher and the two-jitter
+# consistency term (--w-cons); 2.0.0's calibration. V33_STEPS: the step count the released run
+# reached on wall time (see MODEL_CARD.md).
+V33_STEPS=${V33_STEPS:-1602}
+release() {
+  [ -f "${V32_ONNX:-training/runs/v32/palm-lines-3.2.0.onnx}" ] || release32
+  finetune "${V32_ONNX:-training/runs/v32/palm-lines-3.2.0.onnx}" "${RUN33:-training/runs/v33}" "$D/canon30_3k,$D/canonneg31" \
+    "$RELEASED" 3.3.0 --steps "$V33_STEPS" --w-frac 1.0 --geo --w-pseudo 5.0 --w-cons 2.0 --seed 44
   cp "$V2_CALIB" models/palm-lines/calibration.json
 }
 
@@ -146,7 +156,8 @@ case "${1:-release}" in
   release2) release2 ;;
   release3) release3 ;;
   release31) release31 ;;
+  release32) release32 ;;
   release) release ;;
   metrics) metrics ;;
-  *) echo "usage: sh training/run.sh [release|metrics|smoke|release31|release3|release2|data|train|export|evaluate]"; exit 2 ;;
+  *) echo "usage: sh training/run.sh [release|metrics|smoke|release32|release31|release3|release2|data|train|export|evaluate]"; exit 2 ;;
 esac
