@@ -174,6 +174,8 @@ def main():
     ap.add_argument("--export", default=None)
     ap.add_argument("--calib", default="models/palm-lines/calibration.json")
     a = ap.parse_args()
+    if a.w_cons > 0 and not a.geo:
+        ap.error("--w-cons needs --geo (it compares two jitters of one view)")
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
@@ -283,7 +285,7 @@ def main():
         ls, dice = loss_fn(logits[:a.synth_batch], y_s)
         lr_, parts = real_loss(logits[a.synth_batch:], lab, tp, a.w_frac, pseudo, a.w_pseudo)
         loss = ls + lr_
-        if a.geo and a.w_cons > 0:
+        if a.w_cons > 0:
             nb = a.real_batch
             th = np.stack([pair_theta(warps[i], warps[nb + i], x_r.shape[-1]) for i in range(n_cons)])
             ra = logits[a.synth_batch:a.synth_batch + n_cons]
