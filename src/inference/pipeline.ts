@@ -11,7 +11,7 @@ import { emptyMask } from "../image/mask.js";
 import { preprocessFrame, resizeToFit, type TensorSpec } from "../image/preprocess.js";
 import type { Point } from "../landmarks/geometry.js";
 import { createHandLandmarker, facing, type HandDetection } from "../landmarks/hand-landmarker.js";
-import { frameToImage, palmFrame, palmWidth } from "../landmarks/palm-frame.js";
+import { INDEX_MCP, PINKY_MCP, frameToImage, imageToFrame, palmFrame, palmWidth } from "../landmarks/palm-frame.js";
 import {
   ALL_IMAGES,
   LINE_NAMES,
@@ -25,8 +25,9 @@ import {
   type LineTraits,
   type NoLinesReason,
 } from "./analyzer-types.js";
+import { implausibleCourse } from "./anatomy.js";
 import { handShape } from "./hand-shape.js";
-import { linePath, polylineLength } from "./line-geometry.js";
+import { linePath, polylineLength, type ModelPoint } from "./line-geometry.js";
 import { frameLuma, measureLines } from "./line-traits.js";
 import type { ModelMetadata } from "./model-metadata.js";
 import { createModelSession, type ModelSession, type ModelSessionOptions } from "./model-session.js";
@@ -234,14 +235,20 @@ export async function analyzeImage(
         hand = undefined;
       } else {
         reason = "lines_unclear";
-        const selected = selectLines(probs, palm, meta, why);
+        // A line against the palm's anatomy is not reported (anatomy.ts), before the count below.
+        const midU = (imageToFrame(frame, S, ...landmarks[INDEX_MCP])[0] + imageToFrame(frame, S, ...landmarks[PINKY_MCP])[0]) / 2;
+        const selected = selectLines(probs, palm, meta, why).filter(({ line, course }) => {
+          if (!implausibleCourse(line, course, midU)) return true;
+          why[line] = "implausible";
+          return false;
+        });
         // Fewer lines than the model's `detection.min_lines` on a palm: none is reported (checked
         // again after rendering: a line can render to no pixel).
         if (selected.length >= meta.detection.minLines) {
-          for (const { line, prob, kept } of selected) {
+          for (const { line, prob, kept, course } of selected) {
             masks[line] = renderFrameMask(prob, kept, S, meta.grow[line], frame, width, height);
             detected[line] = masks[line].pixels > 0;
-            paths[line] = linePath(kept, S, line).map(([u, v]) => {
+            paths[line] = course.map(([u, v]) => {
               const [x, y] = frameToImage(frame, S, u, v);
               return [round(x, 1), round(y, 1)];
             });
@@ -294,11 +301,13 @@ function stageClock(): { lap: (stage: Exclude<keyof StageTimings, "total">) => v
   };
 }
 
-/** SelectedLine is a line detected on the model's map: its probabilities and kept pixels (S x S). */
+/** SelectedLine is a line detected on the model's map: its probabilities, kept pixels (S x S) and course. */
 interface SelectedLine {
   line: LineName;
   prob: Float32Array;
   kept: Uint8Array;
+  /** The kept pixels' course in model pixels, in reading order (line-geometry.ts linePath). */
+  course: ModelPoint[];
 }
 
 /**
@@ -319,7 +328,9 @@ function selectLines(probs: Float32Array, palm: Float32Array, meta: ModelMetadat
       palmDistance,
     });
     why[line] = sel.why;
-    if (sel.detected) selected.push({ line, prob, kept: growLine(prob, sel.kept, S, meta.grow[line], palmDistance) });
+    if (!sel.detected) continue;
+    const kept = growLine(prob, sel.kept, S, meta.grow[line], palmDistance);
+    selected.push({ line, prob, kept, course: linePath(kept, S, line) });
   }
   return selected;
 }

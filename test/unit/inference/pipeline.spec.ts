@@ -145,20 +145,59 @@ async function upscaledTruth(name: string, factor: number) {
 /** The pose of a frame over the whole of a w x h fixture. */
 const whole = (w: number, h: number, extra: Partial<Pose> = {}): Pose => ({ cx: w / 2, cy: h / 2, side: Math.max(w, h) * 1.05, ...extra });
 
+/**
+ * Which hand each fixture shows: crop-0 a left palm (its thumb on the image's left), scene-0 a
+ * right one. Landmarks must agree with it, or the engine's anatomy veto (anatomy.ts) rightly
+ * refuses a life line on the little-finger half.
+ */
+const FIXTURE_HAND: Record<string, "left" | "right"> = { "crop-0": "left", "scene-0": "right" };
+const LEFT: Partial<Pose> = { mirrored: true };
+
+/**
+ * handTruth is a fixture's truth as the hand of `pose` shows it: mirrored when the pose's hand is
+ * the other one, then turned by the pose's turn about its centre (nearest pixel), so that the
+ * landmarks of `pose` lie on it as on a real hand.
+ */
+function handTruth(name: string, t: Awaited<ReturnType<typeof upscaledTruth>>, pose: Pose) {
+  const { w, h } = t;
+  const flip = (pose.mirrored ? "left" : "right") !== FIXTURE_HAND[name];
+  const a = ((pose.turn ?? 0) * Math.PI) / 180;
+  const [c, s] = [Math.cos(a), Math.sin(a)];
+  const out = {} as typeof t.truth;
+  for (const k of Object.keys(t.truth) as (keyof typeof t.truth)[]) {
+    const m = new Uint8Array(w * h);
+    for (let y = 0; y < h; y++)
+      for (let x = 0; x < w; x++) {
+        // The source pixel of (x, y): turned back about the centre, then mirrored.
+        const dx = x + 0.5 - pose.cx;
+        const dy = y + 0.5 - pose.cy;
+        let sx = pose.cx + c * dx + s * dy;
+        const sy = pose.cy - s * dx + c * dy;
+        if (flip) sx = w - sx;
+        const [ix, iy] = [Math.floor(sx), Math.floor(sy)];
+        if (ix >= 0 && iy >= 0 && ix < w && iy < h) m[y * w + x] = t.truth[k][iy * w + ix];
+      }
+    out[k] = m;
+  }
+  return out;
+}
+
 describe("analyzeImage()", () => {
   it.each([
-    ["crop-0", 1, {}],
+    ["crop-0", 1, LEFT],
     ["scene-0", 1, {}],
     ["scene-0", 4, {}], // 1024 x 1024: the frame is shrunk to the model, masks are mapped 4x back
-    ["crop-0", 1, { turn: 30 }],
-    ["crop-0", 2, { turn: -120, mirrored: true }],
+    ["crop-0", 1, { turn: 30, mirrored: true }],
+    ["crop-0", 2, { turn: -120 }], // crop-0's lines mirrored into a right hand's, then turned
   ] as [string, number, Partial<Pose>][])(
     "maps the model's view of %s (x%i, %j) back onto the image: an oracle model's lines overlap the truth (F1 >= 0.9 within 1 px at 256)",
     async (name, factor, extra) => {
-      const { truth, w, h } = await upscaledTruth(name, factor);
+      const fixture = await upscaledTruth(name, factor);
+      const { w, h } = fixture;
       const bytes =
         factor === 1 ? fixtureImage(name) : await sharp(fixtureImage(name)).resize(w, h, { kernel: "nearest" }).jpeg().toBuffer();
       const pose = whole(w, h, extra);
+      const truth = handTruth(name, fixture, pose);
       const { result, timings } = await analyzeImage(bytes, engine(oracle(truth, w, h, pose), fakeHands(pose, w)));
       expect([result.width, result.height]).toEqual([w, h]);
       expect(result.model).toBe("oracle-0.0.0");
@@ -192,7 +231,7 @@ describe("analyzeImage()", () => {
   it("makes only the images asked for: the same stats, empty images where none was wanted, a scaled-down overlay", async () => {
     const { truth, w, h } = await upscaledTruth("crop-0", 2);
     const bytes = await sharp(fixtureImage("crop-0")).resize(w, h, { kernel: "nearest" }).jpeg().toBuffer();
-    const pose = whole(w, h);
+    const pose = whole(w, h, LEFT);
     const run = (images: { overlay: boolean; masks: boolean; maxOverlaySide: number }) =>
       analyzeImage(bytes, engine(oracle(truth, w, h, pose), fakeHands(pose, w)), { images });
     const full = await run({ overlay: true, masks: true, maxOverlaySide: 0 });
@@ -237,7 +276,7 @@ describe("analyzeImage()", () => {
   it("reports no line when the line model does not confirm the palm (crop.min_palm), and lines when it does", async () => {
     const { truth, w, h } = await upscaledTruth("crop-0", 1);
     const bytes = fixtureImage("crop-0");
-    const pose = whole(w, h);
+    const pose = whole(w, h, LEFT);
     const strict = parseModelMetadata({ ...META.raw, crop: '{"margin":0.15,"min_palm":0.2}' });
     expect(strict.cropMinPalm).toBe(0.2);
     const unconfirmed = await analyzeImage(bytes, engine(oracle(truth, w, h, pose, { metadata: strict, palm: false }), fakeHands(pose, w)));
@@ -254,14 +293,14 @@ describe("analyzeImage()", () => {
   it("reports no line, and says the lines are unclear, when fewer than detection.min_lines are found", async () => {
     const { truth, w, h } = await upscaledTruth("crop-0", 1);
     const bytes = fixtureImage("crop-0");
-    const pose = whole(w, h);
+    const pose = whole(w, h, LEFT);
     const two = parseModelMetadata({ ...META.raw, detection: '{"min_pixels":20,"min_confidence":0.5,"min_lines":2}' });
     expect(two.detection.minLines).toBe(2);
     const detectedOf = (r: Awaited<ReturnType<typeof analyzeImage>>) => LINE_NAMES.filter((l) => r.result.stats[l].detected);
     const lone = await analyzeImage(bytes, engine(oracle(truth, w, h, pose, { metadata: two, lines: ["heart"] }), fakeHands(pose, w)));
     expect(detectedOf(lone)).toEqual([]);
     expect(lone.result.reason).toBe("lines_unclear");
-    expect(lone.result.hand?.handedness).toBe("right");
+    expect(lone.result.hand?.handedness).toBe("left");
     expect(lone.result.stats.heart).toEqual(noLine("lines_unclear"));
     expect((await decodeMask(lone.result.masks.heart)).data.every((v) => v === 0)).toBe(true);
     // The default (one line) reports the same lone line: the rule alone removed it.
@@ -278,10 +317,31 @@ describe("analyzeImage()", () => {
     expect([pair.result.stats.heart.reason, pair.result.stats.life.reason]).toEqual(["", ""]);
   });
 
+  it("reports a line against the palm's anatomy as not detected, reason implausible, and the others as before", async () => {
+    const { truth, w, h } = await upscaledTruth("crop-0", 1);
+    const bytes = fixtureImage("crop-0");
+    const analyze = async (t: typeof truth, pose: Pose) =>
+      (await analyzeImage(bytes, engine(oracle(t, w, h, pose), fakeHands(pose, w)))).result;
+    const asTaken = await analyze(truth, whole(w, h, LEFT));
+    for (const line of LINE_NAMES) expect(asTaken.stats[line].detected, line).toBe(true);
+    // Landmarks of a right hand on this left palm: its life line starts on the little-finger half.
+    const wrongHand = await analyze(truth, whole(w, h));
+    expect(wrongHand.stats.life).toEqual(noLine("implausible"));
+    expect((await decodeMask(wrongHand.masks.life)).data.every((v) => v === 0)).toBe(true);
+    expect([wrongHand.stats.heart.detected, wrongHand.stats.head.detected]).toEqual([true, true]);
+    expect(wrongHand.reason).toBe("");
+    // The heart line moved 80 px toward the thumb: even its little-finger end is on the index half.
+    const moved = new Uint8Array(w * h);
+    for (let y = 0; y < h; y++) for (let x = 80; x < w; x++) moved[y * w + x - 80] = truth.heart[y * w + x];
+    const heartMoved = await analyze({ ...truth, heart: moved }, whole(w, h, LEFT));
+    expect(heartMoved.stats.heart).toEqual(noLine("implausible"));
+    expect([heartMoved.stats.head.detected, heartMoved.stats.life.detected]).toEqual([true, true]);
+  });
+
   it("gives traits to the lines it reports and to no other, and compares head and life only when both are", async () => {
     const { truth, w, h } = await upscaledTruth("crop-0", 1);
     const bytes = fixtureImage("crop-0");
-    const pose = whole(w, h);
+    const pose = whole(w, h, LEFT);
     const all = (await analyzeImage(bytes, engine(oracle(truth, w, h, pose), fakeHands(pose, w)))).result;
     for (const line of LINE_NAMES) {
       const t = all.stats[line].traits;
@@ -326,7 +386,7 @@ describe("analyzeImage()", () => {
         return out;
       },
     };
-    const run = (images: { overlay: boolean; masks: boolean }, pose = whole(w, h)) =>
+    const run = (images: { overlay: boolean; masks: boolean }, pose = whole(w, h, LEFT)) =>
       analyzeImage(bytes, engine(seeing, fakeHands(pose, w)), { images: { ...images, maxOverlaySide: 0 } });
     const none = await run({ overlay: false, masks: false });
     const masks = await run({ overlay: false, masks: true });

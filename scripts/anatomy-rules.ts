@@ -1,0 +1,124 @@
+/**
+ * Anatomy rules from the hand landmarks (issue 28, item 3), measured as a veto would act: for each
+ * candidate rule, how many of the engine's lines it would refuse on a part of the box set, split
+ * into lines that agree with their box (eval:boxes' rule) and lines drawn wrong. A rule worth
+ * building refuses wrong lines and no agreeing ones. docs/decisions/anatomy-veto.md quotes it.
+ *
+ *     node --import tsx scripts/anatomy-rules.ts [--part train,heldout] [--model path]
+ *
+ * Lengths are in palm lengths (wrist to middle knuckle, landmarks 0 and 9), in the hand's own frame:
+ * +y from the wrist toward the middle knuckle, +x toward the index side.
+ */
+import { existsSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import sharp from "sharp";
+import { LINE_NAMES, type LineName } from "../src/inference/analyzer-types.js";
+import { createAnalyzer } from "../src/inference/analyzer.js";
+import type { Point } from "../src/landmarks/geometry.js";
+import { BOX_DIR, partOf, readBoxes } from "./box-set.js";
+import { agreement } from "./eval-boxes.js";
+
+/** handFrame maps image points into the hand's frame (see the file's comment). */
+export function handFrame(landmarks: readonly Point[]): (p: Point) => Point {
+  const [w, m] = [landmarks[0], landmarks[9]];
+  const d = Math.max(Math.hypot(m[0] - w[0], m[1] - w[1]), 1e-6);
+  const ey: Point = [(m[0] - w[0]) / d, (m[1] - w[1]) / d];
+  let ex: Point = [ey[1], -ey[0]];
+  const across: Point = [landmarks[5][0] - landmarks[17][0], landmarks[5][1] - landmarks[17][1]];
+  if (across[0] * ex[0] + across[1] * ex[1] < 0) ex = [-ex[0], -ex[1]];
+  return ([x, y]) => [((x - w[0]) * ex[0] + (y - w[1]) * ex[1]) / d, ((x - w[0]) * ey[0] + (y - w[1]) * ey[1]) / d];
+}
+
+function segmentDistance(p: Point, a: Point, b: Point): number {
+  const [abx, aby] = [b[0] - a[0], b[1] - a[1]];
+  const t = Math.min(1, Math.max(0, ((p[0] - a[0]) * abx + (p[1] - a[1]) * aby) / Math.max(abx * abx + aby * aby, 1e-12)));
+  return Math.hypot(p[0] - a[0] - t * abx, p[1] - a[1] - t * aby);
+}
+
+/** thumbSide: > 0 for a point beyond the thumb's metacarpal axis (landmarks 1 to 2), away from the palm. */
+function thumbSide(L: readonly Point[]): (p: Point) => number {
+  const [a, b] = [L[1], L[2]];
+  let n: Point = [-(b[1] - a[1]), b[0] - a[0]];
+  const centre = [0, 5, 9, 13, 17].reduce<Point>((s, i) => [s[0] + L[i][0] / 5, s[1] + L[i][1] / 5], [0, 0]);
+  if ((centre[0] - a[0]) * n[0] + (centre[1] - a[1]) * n[1] > 0) n = [-n[0], -n[1]];
+  return (p) => (p[0] - a[0]) * n[0] + (p[1] - a[1]) * n[1];
+}
+
+/** A candidate rule: true when it would refuse the line (course P and landmarks L, both in the hand frame). */
+type Rule = { line: LineName; name: string; refuses: (P: Point[], L: Point[]) => boolean };
+
+export const RULES: Rule[] = [
+  { line: "life", name: "on the thumb (beyond the axis of landmarks 1-2)", refuses: (P, L) => P.some((p) => thumbSide(L)(p) > 0) },
+  {
+    line: "life",
+    name: "within 0.1 of the thumb's metacarpal (1-2)",
+    refuses: (P, L) => P.some((p) => segmentDistance(p, L[1], L[2]) < 0.1),
+  },
+  {
+    line: "life",
+    name: "never below the thumb's knuckle (2): does not bound its ball",
+    refuses: (P, L) => Math.min(...P.map((p) => p[1])) > L[2][1],
+  },
+  {
+    line: "life",
+    name: "starts on the little-finger half (start x below the middle of 5 and 17)",
+    refuses: (P, L) => P[0][0] < (L[5][0] + L[17][0]) / 2,
+  },
+  { line: "head", name: "on the thumb (beyond the axis of landmarks 1-2)", refuses: (P, L) => P.some((p) => thumbSide(L)(p) > 0) },
+  {
+    line: "heart",
+    name: "starts on the index half (start x above the middle of 5 and 17)",
+    refuses: (P, L) => P[0][0] > (L[5][0] + L[17][0]) / 2,
+  },
+  { line: "heart", name: "reaches below the wrist-to-knuckle midpoint (y < 0.5)", refuses: (P) => P.some((p) => p[1] < 0.5) },
+];
+
+async function main(): Promise<number> {
+  const { values } = parseArgs({ options: { part: { type: "string", default: "train,heldout" }, model: { type: "string" } } });
+  if (!existsSync(join(BOX_DIR, "boxes.csv"))) {
+    console.log(`anatomy-rules: ${BOX_DIR} is absent; nothing to measure.`);
+    return 0;
+  }
+  const parts = values.part.split(",");
+  const boxes = new Map([...readBoxes()].filter(([file]) => parts.includes(partOf(file))));
+  const analyzer = await createAnalyzer({ modelPath: values.model, workers: 1 });
+  const tally = RULES.map(() => ({ agree: [] as string[], wrong: [] as string[] }));
+  const lines = { agree: 0, wrong: 0 };
+  try {
+    console.log(`model ${analyzer.model}; box set part '${values.part}', ${boxes.size} photos`);
+    for (const file of [...boxes.keys()].sort()) {
+      const result = await analyzer.analyze(await readFile(join(BOX_DIR, "images", file)));
+      if (!result.hand) continue;
+      const toHand = handFrame(result.hand.landmarks);
+      const L = result.hand.landmarks.map(toHand);
+      for (const line of LINE_NAMES) {
+        const stats = result.stats[line];
+        const box = boxes.get(file)![line];
+        if (!stats.detected || !box) continue;
+        const { data, info } = await sharp(result.masks[line]).toColourspace("b-w").raw().toBuffer({ resolveWithObject: true });
+        const side = agreement(data, info.width, info.height, box).agrees ? "agree" : "wrong";
+        lines[side]++;
+        const P = stats.polyline.map(toHand);
+        RULES.forEach((rule, i) => {
+          if (rule.line === line && rule.refuses(P, L)) tally[i][side].push(file);
+        });
+      }
+    }
+  } finally {
+    await analyzer.close();
+  }
+  console.log(`lines with a box: ${lines.agree} agree, ${lines.wrong} drawn wrong`);
+  console.log(`${"line".padEnd(6)} ${"refuses agreeing".padStart(16)} ${"refuses wrong".padStart(14)}  rule (photos refused)`);
+  RULES.forEach((rule, i) => {
+    const { agree, wrong } = tally[i];
+    const list = [...agree.map((f) => `${f} agrees`), ...wrong.map((f) => `${f} wrong`)].slice(0, 6).join(", ");
+    console.log(
+      `${rule.line.padEnd(6)} ${String(agree.length).padStart(16)} ${String(wrong.length).padStart(14)}  ${rule.name}${list ? ` (${list})` : ""}`,
+    );
+  });
+  return 0;
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) process.exitCode = await main();
