@@ -87,6 +87,9 @@ V3_STEPS=${V3_STEPS:-1138}
 V2_CALIB=${V2_CALIB:-training/runs/v2/calibration.json}
 # The first 3,000 samples of canon30 (sample i depends only on the seed and i).
 synth3k() { [ -f "$D/canon30_3k/shard_0005.npz" ] || $PY -m training.generate --out "$D/canon30_3k" --n 3000 --seed 30 --kind 3 --fades; }
+backs31() { [ -f "$D/canonneg31/shard_0001.npz" ] || $PY -m training.generate --out "$D/canonneg31" --n 1000 --seed 31 --kind 4 --fades; }
+# The box set's training part as canonical views (read from ../shared, written under $D only).
+boxviews() { [ -f "$D/boxes_train/meta.json" ] || node --import tsx training/box_views.ts --out "$D/boxes_train"; }
 # finetune FROM RUN SYNTH OUT VERSION [train_real options]: the ONNX file FROM rebuilt as RUN/init.pt,
 # fine-tuned by train_real on SYNTH and the box set's training part, exported to OUT as VERSION with
 # 2.0.0's calibration.
@@ -94,9 +97,8 @@ finetune() {
   from=$1; r=$2; synth=$3; out=$4; version=$5; shift 5
   mkdir -p "$r"
   synth3k
-  case "$synth" in *canonneg31*) [ -f "$D/canonneg31/shard_0001.npz" ] ||
-    $PY -m training.generate --out "$D/canonneg31" --n 1000 --seed 31 --kind 4 --fades ;; esac
-  [ -f "$D/boxes_train/meta.json" ] || node --import tsx training/box_views.ts --out "$D/boxes_train"
+  case "$synth" in *canonneg31*) backs31 ;; esac
+  boxviews
   PYTHONPATH=. $PY -m training.from_onnx --onnx "$from" --data "$D/canon30_3k" --out "$r/init.pt"
   $PY -m training.train_real --synth "$synth" --real "$D/boxes_train" --init "$r/init.pt" --out "$r" "$@"
   $PY -m training.export --ckpt "$r/final.pt" --out "$out" --calib "$V2_CALIB" --version "$version"
@@ -138,6 +140,31 @@ release() {
   cp "$V2_CALIB" models/palm-lines/calibration.json
 }
 
+# palm-lines from nothing (issue 28, item 6): no weights from git history or elsewhere. Random weights
+# trained on synthetic palms and backs in the canonical frame (train.py), then on the box set's training
+# part with its box terms and jittered views (train_real --geo --w-frac), then self-trained on its own
+# box-agreeing lines with the two-jitter consistency term (--w-pseudo --w-cons); calibrated on the
+# synthetic validation sets (evaluate.py --tune). S0A/S0B/S0C_STEPS: the step counts the measured run
+# reached on wall time (MODEL_CARD.md, "From nothing").
+S0A_STEPS=${S0A_STEPS:-2985}
+S0B_STEPS=${S0B_STEPS:-2088}
+S0C_STEPS=${S0C_STEPS:-1221}
+scratch() {
+  check_versions
+  R=${RUN0:-training/runs/s0}
+  mkdir -p "$R/a" "$R/b" "$R/c" "$D"
+  synth3k; backs31; boxviews
+  [ -f "$D/val_canon_neg/shard_0000.npz" ] || heldout
+  [ -f "$R/a/final.pt" ] || $PY -m training.train --data "$D/canon30_3k,$D/canonneg31" --out "$R/a" --canonical \
+    --lr 2e-3 --crop 160 --crop-frac 0.5 --steps "$S0A_STEPS" --seed 50 --threads 2
+  [ -f "$R/b/final.pt" ] || $PY -m training.train_real --synth "$D/canon30_3k,$D/canonneg31" --real "$D/boxes_train" \
+    --init "$R/a/final.pt" --out "$R/b" --steps "$S0B_STEPS" --lr 5e-4 --w-frac 1.0 --geo --seed 51 --threads 2
+  [ -f "$R/c/final.pt" ] || $PY -m training.train_real --synth "$D/canon30_3k,$D/canonneg31" --real "$D/boxes_train" \
+    --init "$R/b/final.pt" --out "$R/c" --steps "$S0C_STEPS" --w-frac 1.0 --geo --w-pseudo 5.0 --w-cons 2.0 --seed 52 --threads 2
+  $PY -m training.evaluate --ckpt "$R/c/final.pt" --data "$D" --canonical --tune --calib "$R/calibration.json"
+  $PY -m training.export --ckpt "$R/c/final.pt" --out "${SCRATCH_OUT:-$R/palm-lines.onnx}" --calib "$R/calibration.json" --version "${SCRATCH_VERSION:-0.0.0-scratch}"
+}
+
 # The released file on the held-out synthetic test sets (test_canon, test_canon_neg) -> metrics.json.
 metrics() {
   mkdir -p "$RUN"
@@ -158,6 +185,7 @@ case "${1:-release}" in
   release31) release31 ;;
   release32) release32 ;;
   release) release ;;
+  scratch) scratch ;;
   metrics) metrics ;;
-  *) echo "usage: sh training/run.sh [release|metrics|smoke|release32|release31|release3|release2|data|train|export|evaluate]"; exit 2 ;;
+  *) echo "usage: sh training/run.sh [release|scratch|metrics|smoke|release32|release31|release3|release2|data|train|export|evaluate]"; exit 2 ;;
 esac
