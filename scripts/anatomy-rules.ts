@@ -6,6 +6,10 @@
  *
  *     node --import tsx scripts/anatomy-rules.ts [--part train,heldout] [--model path]
  *
+ * The two rules the engine applies (src/inference/anatomy.ts, called here) refuse their lines
+ * before this script sees them: on such an engine they read 0 / 0 here, and what they refuse is
+ * counted by eval:boxes as `implausible`.
+ *
  * Lengths are in palm lengths (wrist to middle knuckle, landmarks 0 and 9), in the hand's own frame:
  * +y from the wrist toward the middle knuckle, +x toward the index side.
  */
@@ -15,20 +19,20 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import sharp from "sharp";
 import { LINE_NAMES, type LineName } from "../src/inference/analyzer-types.js";
+import { implausibleCourse } from "../src/inference/anatomy.js";
 import { createAnalyzer } from "../src/inference/analyzer.js";
 import type { Point } from "../src/landmarks/geometry.js";
+import { palmFrame } from "../src/landmarks/palm-frame.js";
 import { BOX_DIR, partOf, readBoxes } from "./box-set.js";
 import { agreement } from "./eval-boxes.js";
 
-/** handFrame maps image points into the hand's frame (see the file's comment). */
+/** handFrame maps image points into the hand's frame (see the file's comment), on the engine's palm-frame axes. */
 export function handFrame(landmarks: readonly Point[]): (p: Point) => Point {
   const [w, m] = [landmarks[0], landmarks[9]];
   const d = Math.max(Math.hypot(m[0] - w[0], m[1] - w[1]), 1e-6);
-  const ey: Point = [(m[0] - w[0]) / d, (m[1] - w[1]) / d];
-  let ex: Point = [ey[1], -ey[0]];
-  const across: Point = [landmarks[5][0] - landmarks[17][0], landmarks[5][1] - landmarks[17][1]];
-  if (across[0] * ex[0] + across[1] * ex[1] < 0) ex = [-ex[0], -ex[1]];
-  return ([x, y]) => [((x - w[0]) * ex[0] + (y - w[1]) * ex[1]) / d, ((x - w[0]) * ey[0] + (y - w[1]) * ey[1]) / d];
+  // palmFrame's +y runs toward the wrist; here +y runs toward the knuckles.
+  const { ex, ey } = palmFrame(landmarks);
+  return ([x, y]) => [((x - w[0]) * ex[0] + (y - w[1]) * ex[1]) / d, -((x - w[0]) * ey[0] + (y - w[1]) * ey[1]) / d];
 }
 
 function segmentDistance(p: Point, a: Point, b: Point): number {
@@ -63,14 +67,14 @@ export const RULES: Rule[] = [
   },
   {
     line: "life",
-    name: "starts on the little-finger half (start x below the middle of 5 and 17)",
-    refuses: (P, L) => P[0][0] < (L[5][0] + L[17][0]) / 2,
+    name: "starts on the little-finger half (start x below the middle of 5 and 17; built, anatomy.ts)",
+    refuses: (P, L) => implausibleCourse("life", P, (L[5][0] + L[17][0]) / 2),
   },
   { line: "head", name: "on the thumb (beyond the axis of landmarks 1-2)", refuses: (P, L) => P.some((p) => thumbSide(L)(p) > 0) },
   {
     line: "heart",
-    name: "starts on the index half (start x above the middle of 5 and 17)",
-    refuses: (P, L) => P[0][0] > (L[5][0] + L[17][0]) / 2,
+    name: "starts on the index half (start x above the middle of 5 and 17; built, anatomy.ts)",
+    refuses: (P, L) => implausibleCourse("heart", P, (L[5][0] + L[17][0]) / 2),
   },
   { line: "heart", name: "reaches below the wrist-to-knuckle midpoint (y < 0.5)", refuses: (P) => P.some((p) => p[1] < 0.5) },
 ];
