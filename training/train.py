@@ -89,6 +89,8 @@ def main():
                     help="start from these weights (a checkpoint, e.g. one made by training.from_onnx) with a fresh "
                          "optimiser and schedule")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", default="cpu",
+                    help="torch device: cuda where a GPU is lent (the same steps and batches; other arithmetic)")
     ap.add_argument("--canonical", action="store_true",
                     help="data in the canonical palm frame (2.0): no mirror or quarter-turn augmentation")
     ap.add_argument("--limit", type=int, default=None)
@@ -112,7 +114,7 @@ def main():
     last_reload = time.time()
     print(f"data: {len(ims)} samples (scene {np.sum(ks==0)}, crop {np.sum(ks==1)}, neg {np.sum(ks==2)})", flush=True)
 
-    net = PalmUNet()
+    net = PalmUNet().to(a.device)
     opt = torch.optim.AdamW(net.parameters(), lr=a.lr, weight_decay=1e-4)
     start = 0
     if a.resume:
@@ -135,7 +137,8 @@ def main():
         torch.save({"model": net.state_dict(), "opt": opt.state_dict(), "arch": net.arch, "step": step,
                     "args": vars(a)}, os.path.join(a.out, name))
         if a.export:
-            exp.export_onnx(net, a.export, exp.load_calib(a.calib))
+            exp.export_onnx(net.cpu(), a.export, exp.load_calib(a.calib))
+            net.to(a.device)
             set_train()
 
     t0 = time.time()
@@ -150,6 +153,7 @@ def main():
             break
         crop = a.crop if prog < a.crop_frac else None
         x, y = make_batch(rng, ims, ms, a.batch, crop, a.canonical)
+        x, y = x.to(a.device), y.to(a.device)
         for g in opt.param_groups:
             if a.time_budget:
                 g["lr"] = a.lr * (step + 1) / 40 if step < 40 else \

@@ -80,7 +80,7 @@ def real_loss(logits, lab, teacher_palm, w_frac=0.0, pseudo=None, w_pseudo=0.0):
     mass_out = (p * outside).sum((2, 3)) / LINE_MASS
     l_frac = (mass_out * has).sum() / has.sum().clamp(min=1)
     total = W_OUT * l_out + W_SPAN * l_span + W_THIN * l_thin + W_PALM * l_palm + w_frac * l_frac
-    l_ps = torch.zeros(())
+    l_ps = torch.zeros((), device=logits.device)
     if pseudo is not None and w_pseudo > 0:
         tgt, keep = pseudo
         bce = F.binary_cross_entropy_with_logits(lines, tgt, reduction="none").mean((2, 3))
@@ -140,7 +140,7 @@ def consistency_loss(logits_a, logits_b, thetas):
     px, so the resampling's sub-pixel shift of a thin line (step 1 of a first try: 0.42, most of the
     term) hardly counts. Both sides take the gradient."""
     pa = torch.sigmoid(logits_a[:, 1:4]); pb = torch.sigmoid(logits_b[:, 1:4])
-    grid = F.affine_grid(torch.from_numpy(thetas), list(pb.shape), align_corners=False)
+    grid = F.affine_grid(torch.from_numpy(thetas).to(pb.device), list(pb.shape), align_corners=False)
     pb_a = F.grid_sample(pb, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
     seen = F.grid_sample(torch.ones_like(pb[:, :1]), grid, mode="nearest", padding_mode="zeros", align_corners=False)
     d = F.avg_pool2d((pa - pb_a) * seen, CONS_CELL)
@@ -160,6 +160,8 @@ def main():
     ap.add_argument("--lr", type=float, default=2e-4)
     ap.add_argument("--seed", type=int, default=40)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--device", default="cpu",
+                    help="torch device: cuda where a GPU is lent (the same steps and batches; other arithmetic)")
     ap.add_argument("--w-frac", type=float, default=0.0, help="weight of the outside-mass term (0 in 3.0.0)")
     ap.add_argument("--geo", action="store_true", help="geometric and stronger light jitter of real views (3.2)")
     ap.add_argument("--w-pseudo", type=float, default=0.0, help="weight of the box-agreeing pseudo-labels (3.2)")
@@ -185,7 +187,7 @@ def main():
     train_idx = np.array([i for i, s in enumerate(r_meta) if not held_out(s["file"])])
     print(f"synthetic {len(ims)}, real {len(train_idx)} for training ({len(r_meta) - len(train_idx)} held out)", flush=True)
 
-    net = PalmUNet()
+    net = PalmUNet().to(a.device)
     opt = torch.optim.AdamW(net.parameters(), lr=a.lr, weight_decay=1e-4)
     start = 0
     if a.resume:
@@ -204,13 +206,13 @@ def main():
     else:
         init = PalmUNet()
         init.load_state_dict(torch.load(a.init, map_location="cpu")["model"])
-        init.eval()
+        init.to(a.device).eval()
         teacher = np.zeros(r_ims.shape[:3], np.uint8)
         t_lines = np.zeros((len(r_ims), 3) + r_ims.shape[1:3], np.uint8)
         with torch.no_grad():
             for i in range(0, len(r_ims), 16):
-                x = torch.from_numpy(r_ims[i:i + 16]).permute(0, 3, 1, 2).float().div_(255.0)
-                pr = (torch.sigmoid(init(x)) * 255).round().byte().numpy()
+                x = torch.from_numpy(r_ims[i:i + 16]).permute(0, 3, 1, 2).float().div_(255.0).to(a.device)
+                pr = (torch.sigmoid(init(x)) * 255).round().byte().cpu().numpy()
                 teacher[i:i + 16] = pr[:, 0]
                 t_lines[i:i + 16] = pr[:, 1:4]
         np.save(teacher_file, teacher)
@@ -238,7 +240,8 @@ def main():
                     "elapsed": time.time() - t_start, "args": vars(a)}, os.path.join(a.out, name + ".tmp"))
         os.replace(os.path.join(a.out, name + ".tmp"), os.path.join(a.out, name))
         if a.export:
-            exp.export_onnx(net, a.export, exp.load_calib(a.calib))
+            exp.export_onnx(net.cpu(), a.export, exp.load_calib(a.calib))
+            net.to(a.device)
             set_train()
 
     set_train()
@@ -272,12 +275,14 @@ def main():
             pick = np.concatenate([pick, pick[:n_cons]])
             xr, labs_, tps_ = np.stack(xr), np.stack(labs_), np.stack(tps_)
             tls_ = np.stack(tls_) if t_lines is not None else None
-        x_r = torch.from_numpy(xr).permute(0, 3, 1, 2).float().div_(255.0)
-        lab = torch.from_numpy(labs_)
-        tp = torch.from_numpy(tps_).float().div_(255.0)
+        dev = a.device
+        x_s, y_s = x_s.to(dev), y_s.to(dev)
+        x_r = torch.from_numpy(xr).permute(0, 3, 1, 2).float().div_(255.0).to(dev)
+        lab = torch.from_numpy(labs_).to(dev)
+        tp = torch.from_numpy(tps_).float().div_(255.0).to(dev)
         pseudo = None
         if a.w_pseudo > 0:
-            pseudo = (torch.from_numpy(tls_).float().div_(255.0), torch.from_numpy(keep[pick]))
+            pseudo = (torch.from_numpy(tls_).float().div_(255.0).to(dev), torch.from_numpy(keep[pick]).to(dev))
         for gr in opt.param_groups:
             gr["lr"] = lr_at(step, a.steps, a.lr) if not a.time_budget else \
                 a.lr * min(1.0, (step + 1) / 40) * (0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * min(prog, 1.0))))
