@@ -3,6 +3,7 @@
  * builds each step of the request path and hands them to request-path.ts, which shows the whole
  * path in order; the HTTP front (http-front.ts) runs it for every request.
  */
+import { setMaxListeners } from "node:events";
 import type { Store } from "../auth/store.js";
 import type { Config } from "../config.js";
 import type { Analyzer } from "../inference/analyzer-types.js";
@@ -80,6 +81,10 @@ export function createPalmServer(options: PalmServerOptions): PalmServer {
   const windows = options.h2Windows ?? { stream: H2_STREAM_WINDOW, connection: H2_CONNECTION_WINDOW };
   const shutdownController = new AbortController();
   const stopping = new AbortController();
+  // Every call in flight links its signal to the shutdown signal until it ends (health Watch
+  // streams to `stopping`): as many listeners as calls, not a leak past Node's default of 10
+  // (rest.spec "holds more calls at once than Node's listener bound").
+  setMaxListeners(0, shutdownController.signal, stopping.signal);
   const services = createServices({ analyzer: options.analyzer, config, stopping: stopping.signal });
   const metrics = createMetrics({ analyzer: options.analyzer });
   const metricsServer = config.metricsPort === undefined ? undefined : createMetricsServer(metrics);

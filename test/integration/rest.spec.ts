@@ -309,6 +309,40 @@ describe("POST /v1/palm/analyze errors (SPEC.md section 6), each leaving the quo
     expect(await used()).toBe(0);
   });
 
+  it("holds more calls at once than Node's listener bound without warning of a memory leak", async () => {
+    // Each call's signal is linked to the server's shutdown signal until the call ends: twelve at
+    // once are twelve listeners on it, and Node would print "Possible EventTarget memory leak
+    // detected" on the server's stderr at the eleventh.
+    await srv.close();
+    srv = await startServer({
+      analyzer,
+      store,
+      config: { bodyTimeoutMs: 500, rateLimits: { free: { rate: 100, burst: 100, concurrency: 20 } } },
+    });
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(`${w.name}: ${w.message}`);
+    process.on("warning", onWarning);
+    try {
+      const answers = await Promise.all(
+        Array.from({ length: 12 }, () =>
+          rawRequest({
+            port: srv.port,
+            headers: { "content-type": "application/json", "x-api-key": key, "content-length": "1000" },
+            chunk: Buffer.from('{"image":"'),
+            totalBytes: 10,
+            end: false,
+          }),
+        ),
+      );
+      expect(answers.map((r) => r.status)).toEqual(Array(12).fill(504));
+      await new Promise((r) => setImmediate(r));
+    } finally {
+      process.off("warning", onWarning);
+    }
+    expect(warnings.filter((w) => w.startsWith("MaxListenersExceededWarning"))).toEqual([]);
+    expect(await used()).toBe(0);
+  });
+
   it("answers 504 timeout when the analysis passes the configured deadline", async () => {
     await srv.close();
     srv = await startServer({ analyzer, store, config: { analyzeTimeoutMs: 1 } });
