@@ -166,19 +166,29 @@ scratch_train() {
 }
 # pick_confidence CKPT CALIB: the synthetic sets' min_confidence misses real lines (a model trained on real
 # photos is less sure of them than of synthetic ones), so it is chosen again on the box set's held-out
-# training photos: the value of MIN_CONF_TRIED with the most agreeing lines there, ties to the higher.
+# training photos: of the values in MIN_CONF_TRIED that keep at least MIN_BACKS of the synthetic
+# validation backs without a line (the release rule's bar), the one with the most agreeing lines
+# there, ties to the higher. None: the synthetic tune's value stays.
 MIN_CONF_TRIED=${MIN_CONF_TRIED:-"0.5 0.6 0.7"}
+MIN_BACKS=${MIN_BACKS:-0.98}
 pick_confidence() {
-  ckpt=$1; calib=$2; dir=$(dirname "$calib"); best=-1
+  ckpt=$1; calib=$2; dir=$(dirname "$calib"); best=-1; pick=
   for mc in $MIN_CONF_TRIED; do
     $PY -c "import json,sys; c=json.load(open(sys.argv[1])); c['detection']['min_confidence']=float(sys.argv[2]); json.dump(c,open(sys.argv[3],'w'),indent=1)" \
       "$calib" "$mc" "$dir/calibration-$mc.json"
     $PY -m training.export --ckpt "$ckpt" --out "$dir/mc-$mc.onnx" --calib "$dir/calibration-$mc.json" >/dev/null
+    $PY -m training.evaluate --ckpt "$ckpt" --data "$D" --onnx "$dir/mc-$mc.onnx" --canonical --split val --out "$dir/val-$mc.json" >/dev/null
+    backs=$($PY -c "import json,sys; print(json.load(open(sys.argv[1]))['canonical']['backs_answered_without'])" "$dir/val-$mc.json")
+    if ! $PY -c "import sys; sys.exit(float(sys.argv[1]) < float(sys.argv[2]))" "$backs" "$MIN_BACKS"; then
+      echo "pick_confidence: min_confidence $mc: $backs of the validation backs without a line, under $MIN_BACKS"
+      continue
+    fi
     n=$(npm run -s eval:boxes -- --part heldout --model "$dir/mc-$mc.onnx" | tee "$dir/heldout-$mc.txt" |
-      awk '$1=="heart"||$1=="head"||$1=="life" {split($2,a,"/"); s+=a[1]} END {print s+0}')
-    echo "pick_confidence: min_confidence $mc: $n agreeing lines on the held-out training photos"
+      awk '($1=="heart"||$1=="head"||$1=="life") && $2 ~ /^[0-9]+\// {split($2,a,"/"); s+=a[1]} END {print s+0}')
+    echo "pick_confidence: min_confidence $mc: $backs of the validation backs without a line, $n agreeing lines on the held-out training photos"
     [ "$n" -lt "$best" ] || { best=$n; pick=$mc; }
   done
+  if [ -z "$pick" ]; then echo "pick_confidence: none kept; the synthetic tune's min_confidence stays"; return; fi
   echo "pick_confidence: $pick"
   cp "$dir/calibration-$pick.json" "$calib"
 }
