@@ -2,6 +2,8 @@
 # One documented command per stage; everything is seeded and reproducible.
 #   sh training/run.sh release   # palm-lines 3.3, the released model (also with no stage named): the stages
 #                                # before it (2.0, 3.0, 3.1, 3.2) first where their files are missing
+#   sh training/run.sh scratch   # a line model from nothing into training/runs/s0/ (not released; DEVICE=cuda on a
+#                                # GPU); scratch-train runs its training stages alone
 #   sh training/run.sh metrics   # the released file on the held-out synthetic test sets -> models/palm-lines/metrics.json
 #   sh training/run.sh smoke     # the chain of train/export/evaluate on tiny data in about a minute (nothing in models/)
 #   sh training/run.sh data|train|export|evaluate   # the 1.x photo-frame chain, retired with its engine: it
