@@ -64,7 +64,9 @@ def export_onnx(net, out, calib=None, opset=13):
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     tmp = out + ".tmp"
     with torch.no_grad():
-        torch.onnx.export(wrapper, torch.zeros(1, 3, 256, 256), tmp, input_names=["image"],
+        # The example input on the net's own device: a net training on a GPU exports from there.
+        example = torch.zeros(1, 3, 256, 256, device=next(net.parameters()).device)
+        torch.onnx.export(wrapper, example, tmp, input_names=["image"],
                           output_names=["probs"], dynamic_axes={"image": {0: "N"}, "probs": {0: "N"}},
                           opset_version=opset, do_constant_folding=True)
     m = onnx.load(tmp)

@@ -137,8 +137,7 @@ def main():
         torch.save({"model": net.state_dict(), "opt": opt.state_dict(), "arch": net.arch, "step": step,
                     "args": vars(a)}, os.path.join(a.out, name))
         if a.export:
-            exp.export_onnx(net.cpu(), a.export, exp.load_calib(a.calib))
-            net.to(a.device)
+            exp.export_onnx(net, a.export, exp.load_calib(a.calib))
             set_train()
 
     t0 = time.time()

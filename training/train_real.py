@@ -240,8 +240,7 @@ def main():
                     "elapsed": time.time() - t_start, "args": vars(a)}, os.path.join(a.out, name + ".tmp"))
         os.replace(os.path.join(a.out, name + ".tmp"), os.path.join(a.out, name))
         if a.export:
-            exp.export_onnx(net.cpu(), a.export, exp.load_calib(a.calib))
-            net.to(a.device)
+            exp.export_onnx(net, a.export, exp.load_calib(a.calib))
             set_train()
 
     set_train()
