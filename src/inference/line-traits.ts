@@ -14,8 +14,17 @@ import { lineCourse, polylineLength, type ModelPoint } from "./line-geometry.js"
 export const LENGTH_SCALE: Record<LineName, readonly [number, number]> = { heart: [0.7, 1.0], head: [0.7, 1.0], life: [0.8, 1.2] };
 /** CURVATURE_SCALE: [straight below, strongly curved from] (sagitta over chord). */
 export const CURVATURE_SCALE = [0.05, 0.15] as const;
-/** DEPTH_SCALE: [faint below, deep from] (1 - crease / skin brightness). */
-export const DEPTH_SCALE = [0.04, 0.1] as const;
+/**
+ * DEPTH_SCALE: [faint below, deep from] (1 - crease / skin brightness): the thirds of the lines
+ * drawn on the box set's training part (palm-lines 3.3.0: 0.22 and 0.31), so each word reads on
+ * about a third of real lines; `node --import tsx scripts/trait-scales.ts` measures them again.
+ */
+export const DEPTH_SCALE = [0.22, 0.31] as const;
+/** Crease depth's samples across the course (view pixels): the crease within CREASE_REACH of it, the skin at SKIN_OFFSETS on both sides. */
+const CREASE_REACH = 1.5;
+const SKIN_OFFSETS = [3, 4, 5] as const;
+/** The course's direction at a point: from this many points before it to as many after. */
+const TANGENT_STEPS = 3;
 /** JOINED_GAP: head and life start joined when their first quarters come this close (palm widths). */
 export const JOINED_GAP = 0.05;
 /** A gap along the course counts as a break from this length (palm widths; at least 2 model pixels). */
@@ -104,8 +113,7 @@ export interface MeasuredLine {
 /**
  * measureLine measures one detected line from its kept mask (S x S, canonical frame) and its
  * LineStats.length (palm widths). Curvature: the course's largest distance from its chord over
- * the chord. Depth: 1 - (median over the course of the darkest pixel within one pixel) / (median
- * of the skin 2 to 4 pixels beyond the line's mask), floored at 0. Breaks: the joins of the
+ * the chord. Depth: see {@link creaseDepth}. Breaks: the joins of the
  * course's pieces, measured outside the mask, from {@link MIN_BREAK}. Forks: skeleton branches off
  * the course reaching {@link MIN_FORK} from where they leave it, within {@link FORK_ZONE} of an
  * end; the longest per end.
@@ -178,7 +186,7 @@ export function measureLine(line: LineName, kept: Uint8Array, length: number, ct
     forks.push({ near, length: round(f.reach / unit, 3), point: [round(p[0], 1), round(p[1], 1)] });
   }
 
-  const depth = creaseDepth(kept, path, ctx.luma, S);
+  const depth = creaseDepth(path, ctx.luma, S);
   const traits: LineTraits = {
     length: label(length, LENGTH_SCALE[line], ["short", "medium", "long"]),
     curvature: round(curvature, 3),
@@ -254,45 +262,51 @@ function median(values: number[]): number {
   return values.length % 2 ? values[m] : (values[m - 1] + values[m]) / 2;
 }
 
-/** Crease depth: see {@link measureLine}. Pixels reading as black (the view's pad outside the photo) are left out. */
-function creaseDepth(kept: Uint8Array, path: readonly ModelPoint[], luma: Float32Array, S: number): number {
-  const crease: number[] = [];
-  const nb = new Int32Array(8);
-  for (const [u, v] of path) {
-    let low = Number.POSITIVE_INFINITY;
-    const c = neighbours(u, v, S, nb);
-    for (let x = 0; x < c; x++) low = Math.min(low, luma[nb[x]]);
-    low = Math.min(low, luma[v * S + u]);
-    if (low > 1) crease.push(low);
-  }
-  // Chessboard distance from the mask, by rings, up to 4.
-  const ring = new Uint8Array(S * S); // 0 unreached, else distance + 1
-  let front: number[] = [];
-  for (let i = 0; i < kept.length; i++) {
-    if (kept[i]) {
-      ring[i] = 1;
-      front.push(i);
-    }
-  }
+/**
+ * creaseDepth: the median over the course of 1 - crease / skin, where at each course point the
+ * crease is the darkest of the view sampled (bilinearly) across the course within
+ * {@link CREASE_REACH}, and the skin the median of the samples at {@link SKIN_OFFSETS} on both
+ * sides; floored at 0. Read across the course at fixed distances, it does not depend on how wide
+ * the model drew the mask (line-traits.spec.ts, "whatever the mask's width"); on real photos
+ * turned by 90 degrees half as many lines move by over 0.02 as with the skin read beside the mask
+ * (docs/decisions/crease-depth.md).
+ * Pixels reading as black (the view's pad outside the photo) are left out.
+ */
+function creaseDepth(path: readonly ModelPoint[], luma: Float32Array, S: number): number {
+  const depths: number[] = [];
   const skin: number[] = [];
-  for (let d = 1; d <= 4 && front.length; d++) {
-    const next: number[] = [];
-    for (const i of front) {
-      const u = i % S;
-      const c = neighbours(u, (i - u) / S, S, nb);
-      for (let x = 0; x < c; x++) {
-        const j = nb[x];
-        if (ring[j]) continue;
-        ring[j] = d + 1;
-        next.push(j);
-        if (d >= 2 && luma[j] > 1) skin.push(luma[j]);
+  for (let i = 0; i < path.length; i++) {
+    const a = path[Math.max(0, i - TANGENT_STEPS)];
+    const b = path[Math.min(path.length - 1, i + TANGENT_STEPS)];
+    const len = Math.hypot(b[0] - a[0], b[1] - a[1]);
+    if (len < 1) continue;
+    const [nu, nv] = [-(b[1] - a[1]) / len, (b[0] - a[0]) / len];
+    const [u, v] = path[i];
+    let crease = Number.POSITIVE_INFINITY;
+    for (let t = -CREASE_REACH; t <= CREASE_REACH; t += 0.5) crease = Math.min(crease, viewAt(luma, S, u + t * nu, v + t * nv));
+    skin.length = 0;
+    for (const t of SKIN_OFFSETS) {
+      for (const side of [-1, 1]) {
+        const x = viewAt(luma, S, u + side * t * nu, v + side * t * nv);
+        if (x > 1) skin.push(x);
       }
     }
-    front = next;
+    if (crease <= 1 || skin.length < 4) continue;
+    depths.push(Math.max(0, 1 - crease / median(skin)));
   }
-  const c = median(crease);
-  const k = median(skin);
-  return k > 0 && c > 0 ? Math.max(0, 1 - c / k) : 0;
+  return median(depths);
+}
+
+/** viewAt samples the S x S view bilinearly at (x, y) (pixel centres at integers); 0 outside it. */
+function viewAt(luma: Float32Array, S: number, x: number, y: number): number {
+  const u = Math.floor(x);
+  const v = Math.floor(y);
+  if (u < 0 || v < 0 || u + 1 >= S || v + 1 >= S) return 0;
+  const [fu, fv] = [x - u, y - v];
+  const i = v * S + u;
+  const top = luma[i] + (luma[i + 1] - luma[i]) * fu;
+  const bottom = luma[i + S] + (luma[i + S + 1] - luma[i + S]) * fu;
+  return top + (bottom - top) * fv;
 }
 
 /**

@@ -527,7 +527,8 @@ export type LineTraits = Message<"palm.v1.LineTraits"> & {
   depth: number;
 
   /**
-   * "faint" (depth under 0.04), "medium" (under 0.1) or "deep".
+   * "faint" (depth under 0.22), "medium" (under 0.31) or "deep": about a third of real palms'
+   * lines each.
    *
    * @generated from field: string depth_label = 5;
    */

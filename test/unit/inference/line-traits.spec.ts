@@ -189,8 +189,9 @@ describe("measureLine()", () => {
 
   it.each([
     { contrast: 0, words: "faint" },
-    { contrast: 0.07, words: "medium" },
-    { contrast: 0.2, words: "deep" },
+    { contrast: 0.15, words: "faint" },
+    { contrast: 0.27, words: "medium" },
+    { contrast: 0.4, words: "deep" },
   ])("measures a crease darkened by $contrast as depth within 0.005 ($words), whatever the exposure", ({ contrast, words }) => {
     const m = stroke([
       [40, 100],
@@ -202,6 +203,21 @@ describe("measureLine()", () => {
     // The same palm photographed darker (every pixel x 0.5): the same depth.
     const dark = luma(m, contrast).map((v) => v * 0.5);
     expect(Math.abs(measure("heart", m, dark).depth - t.depth)).toBeLessThanOrEqual(0.005);
+  });
+
+  it("reads a soft crease's depth whatever the mask's width", () => {
+    // A crease darkest (by 0.3) on its course and fading over several pixels, as a photo's creases
+    // do in the view; the model may draw its mask 1 or 3 pixels either side of the course.
+    const l = new Float32Array(S * S).fill(180);
+    for (let v = 0; v < S; v++) for (let u = 0; u < S; u++) l[v * S + u] = 180 * (1 - 0.3 * Math.exp(-((v - 110) ** 2) / (2 * 2.5 ** 2)));
+    const course: [number, number][] = [
+      [40, 110],
+      [200, 110],
+    ];
+    const thin = measure("heart", stroke(course, 1), l);
+    const wide = measure("heart", stroke(course, 3), l);
+    expect(thin.depth).toBeGreaterThan(0.2);
+    expect(Math.abs(wide.depth - thin.depth)).toBeLessThanOrEqual(0.01);
   });
 
   it("words the length on the line's own scale", () => {
