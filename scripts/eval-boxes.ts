@@ -6,12 +6,11 @@ import sharp from "sharp";
 import { LINE_NAMES, type LineName } from "../src/inference/analyzer-types.js";
 import { createAnalyzer } from "../src/inference/analyzer.js";
 import { BOX_DIR, type Box, partOf, readBoxes } from "./box-set.js";
+import AGREEMENT from "./box-agreement.json" with { type: "json" };
 import { TurnTally } from "./trait-stability.js";
 
-const GROW = 0.15;
-const MIN_GROW_PX = 8;
-const MIN_INSIDE = 0.75;
-const MIN_IOU = 0.25;
+/** The agreement rule's constants, from the one table training/real_boxes.py reads too (./box-agreement.json). */
+const { grow: GROW, min_grow_px: MIN_GROW_PX, min_inside: MIN_INSIDE, min_iou: MIN_IOU } = AGREEMENT;
 
 /** agreement scores one mask (0/255 bytes, width x height) against its box. */
 export function agreement(mask: Uint8Array, width: number, height: number, box: Box): { inside: number; iou: number; agrees: boolean } {

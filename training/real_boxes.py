@@ -15,9 +15,11 @@ import numpy as np
 import cv2
 
 LINES = ("heart", "head", "life")
-# The box set's agreement check grows a box by 15% of its diagonal: the same tolerance here, so a
-# line the loss allows is one the check accepts.
-BOX_GROW = 0.15
+# eval:boxes' agreement rule (scripts/box-agreement.json, read by scripts/eval-boxes.ts too). The
+# loss's tolerance is the check's growth of a box, so a line the loss allows is one the check accepts.
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "box-agreement.json")) as _f:
+    AGREEMENT = json.load(_f)
+BOX_GROW = AGREEMENT["grow"]
 N_SLICES = 8
 # The bands start and end this far inside the box's long ends: the boxes sometimes cut off an end,
 # and sometimes run a little past it.
@@ -91,9 +93,9 @@ def build(folder):
     return images, lab, samples
 
 
-# eval:boxes' agreement (scripts/eval-boxes.ts): this share of the mask inside the grown box, and
-# the bounding boxes of mask and box overlapping by this IoU.
-AGREE_INSIDE, AGREE_IOU = 0.75, 0.25
+# eval:boxes' agreement: this share of the mask inside the grown box, and the bounding boxes of
+# mask and box overlapping by this IoU.
+AGREE_INSIDE, AGREE_IOU = AGREEMENT["min_inside"], AGREEMENT["min_iou"]
 
 
 def agrees(mask, lab_line):
