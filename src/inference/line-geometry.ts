@@ -139,6 +139,12 @@ function simplify(path: readonly ModelPoint[], eps: number): ModelPoint[] {
   return path.filter((_, i) => keep[i]);
 }
 
+/** LineCourse is a kept line traced by {@link lineCourse}: its ordered pixel path and its skeleton. */
+export interface LineCourse {
+  path: ModelPoint[];
+  skeleton: Uint8Array;
+}
+
 /**
  * lineCourse traces a kept line mask (S x S, canonical frame) as one ordered pixel path: the
  * longest path through each skeleton piece, pieces joined end to end (nearest ends first, up to
@@ -147,12 +153,7 @@ function simplify(path: readonly ModelPoint[], eps: number): ModelPoint[] {
  * life from its start near the index (small v) toward the wrist. Also returns the skeleton. Empty
  * when the mask is empty.
  */
-export function lineCourse(
-  kept: Uint8Array,
-  size: number,
-  line: LineName,
-  maxGap = size * 0.12,
-): { path: ModelPoint[]; skeleton: Uint8Array } {
+export function lineCourse(kept: Uint8Array, size: number, line: LineName, maxGap = size * 0.12): LineCourse {
   const skel = thin(kept, size);
   const seen = new Uint8Array(size * size);
   const pieces: ModelPoint[][] = [];

@@ -8,7 +8,7 @@ import type { TensorSpec } from "../image/preprocess.js";
 import type { Point } from "../landmarks/geometry.js";
 import { frameToImage, INDEX_MCP, MIDDLE_MCP, PINKY_MCP, WRIST, type PalmFrame } from "../landmarks/palm-frame.js";
 import type { HeadLifeStart, LineEnd, LineName, LineTraits } from "./analyzer-types.js";
-import { lineCourse, polylineLength, type ModelPoint } from "./line-geometry.js";
+import { type LineCourse, lineCourse, polylineLength, type ModelPoint } from "./line-geometry.js";
 
 /** LENGTH_SCALE: per line, [short below, long from] in palm widths (LineStats.length). */
 export const LENGTH_SCALE: Record<LineName, readonly [number, number]> = { heart: [0.7, 1.0], head: [0.7, 1.0], life: [0.8, 1.2] };
@@ -112,17 +112,17 @@ export interface MeasuredLine {
 
 /**
  * measureLine measures one detected line from its kept mask (S x S, canonical frame) and its
- * LineStats.length (palm widths). Curvature: the course's largest distance from its chord over
+ * LineStats.length (palm widths); `traced` is the mask's {@link lineCourse} where the caller has it. Curvature: the course's largest distance from its chord over
  * the chord. Depth: see {@link creaseDepth}. Breaks: the joins of the
  * course's pieces, measured outside the mask, from {@link MIN_BREAK}. Forks: skeleton branches off
  * the course reaching {@link MIN_FORK} from where they leave it, within {@link FORK_ZONE} of an
  * end; the longest per end.
  */
-export function measureLine(line: LineName, kept: Uint8Array, length: number, ctx: MeasureContext): MeasuredLine {
+export function measureLine(line: LineName, kept: Uint8Array, length: number, ctx: MeasureContext, traced?: LineCourse): MeasuredLine {
   const { size: S, frame, landmarks } = ctx;
   const unit = Math.max(1e-6, (ctx.palmWidth * S) / frame.side); // model pixels per palm width
   const toImage = (p: ModelPoint) => frameToImage(frame, S, p[0], p[1]);
-  const { path, skeleton } = lineCourse(kept, S, line);
+  const { path, skeleton } = traced ?? lineCourse(kept, S, line);
   const n = path.length;
   const cum = new Float64Array(n);
   for (let i = 1; i < n; i++) cum[i] = cum[i - 1] + dist(path[i - 1], path[i]);
@@ -338,15 +338,15 @@ export function headLifeStart(head: readonly ModelPoint[], life: readonly ModelP
  * both are, whether they start joined.
  */
 export function measureLines(
-  lines: readonly { line: LineName; kept: Uint8Array }[],
+  lines: readonly { line: LineName; kept: Uint8Array; traced?: LineCourse }[],
   polylines: Partial<Record<LineName, readonly Point[]>>,
   ctx: MeasureContext,
 ): { traits: Partial<Record<LineName, LineTraits>>; headLifeStart?: HeadLifeStart } {
   const traits: Partial<Record<LineName, LineTraits>> = {};
   const courses: Partial<Record<LineName, ModelPoint[]>> = {};
-  for (const { line, kept } of lines) {
+  for (const { line, kept, traced } of lines) {
     const length = ctx.palmWidth > 0 ? round(polylineLength(polylines[line] ?? []) / ctx.palmWidth, 3) : 0;
-    const m = measureLine(line, kept, length, ctx);
+    const m = measureLine(line, kept, length, ctx, traced);
     traits[line] = m.traits;
     courses[line] = m.course;
   }

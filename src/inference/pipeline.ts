@@ -27,7 +27,7 @@ import {
 } from "./analyzer-types.js";
 import { implausibleCourse } from "./anatomy.js";
 import { handShape } from "./hand-shape.js";
-import { linePath, polylineLength, type ModelPoint } from "./line-geometry.js";
+import { type LineCourse, lineCourse, polylineLength, simplifyCourse, type ModelPoint } from "./line-geometry.js";
 import { frameLuma, measureLines } from "./line-traits.js";
 import type { ModelMetadata } from "./model-metadata.js";
 import { createModelSession, type ModelSession, type ModelSessionOptions } from "./model-session.js";
@@ -306,7 +306,9 @@ interface SelectedLine {
   line: LineName;
   prob: Float32Array;
   kept: Uint8Array;
-  /** The kept pixels' course in model pixels, in reading order (line-geometry.ts linePath). */
+  /** The kept pixels traced (line-geometry.ts lineCourse), traced once for the polyline and the traits. */
+  traced: LineCourse;
+  /** That course simplified (line-geometry.ts simplifyCourse): the polyline, in model pixels, in reading order. */
   course: ModelPoint[];
 }
 
@@ -330,7 +332,8 @@ function selectLines(probs: Float32Array, palm: Float32Array, meta: ModelMetadat
     why[line] = sel.why;
     if (!sel.detected) continue;
     const kept = growLine(prob, sel.kept, S, meta.grow[line], palmDistance);
-    selected.push({ line, prob, kept, course: linePath(kept, S, line) });
+    const traced = lineCourse(kept, S, line);
+    selected.push({ line, prob, kept, traced, course: simplifyCourse(traced.path) });
   }
   return selected;
 }
