@@ -112,11 +112,11 @@ export interface MeasuredLine {
 
 /**
  * measureLine measures one detected line from its kept mask (S x S, canonical frame) and its
- * LineStats.length (palm widths); `traced` is the mask's {@link lineCourse} where the caller has it. Curvature: the course's largest distance from its chord over
- * the chord. Depth: see {@link creaseDepth}. Breaks: the joins of the
- * course's pieces, measured outside the mask, from {@link MIN_BREAK}. Forks: skeleton branches off
- * the course reaching {@link MIN_FORK} from where they leave it, within {@link FORK_ZONE} of an
- * end; the longest per end.
+ * LineStats.length (palm widths); `traced` is the mask's {@link lineCourse} where the caller has
+ * it. Curvature: the course's largest distance from its chord over the chord. Depth: see
+ * {@link creaseDepth}. Breaks: the joins of the course's pieces, measured outside the mask, from
+ * {@link MIN_BREAK}. Forks: skeleton branches off the course reaching {@link MIN_FORK} from where
+ * they leave it, within {@link FORK_ZONE} of an end; the longest per end.
  */
 export function measureLine(line: LineName, kept: Uint8Array, length: number, ctx: MeasureContext, traced?: LineCourse): MeasuredLine {
   const { size: S, frame, landmarks } = ctx;
