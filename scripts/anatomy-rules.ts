@@ -50,6 +50,35 @@ function thumbSide(L: readonly Point[]): (p: Point) => number {
   return (p) => (p[0] - a[0]) * n[0] + (p[1] - a[1]) * n[1];
 }
 
+/** resample places n + 1 points evenly along the polyline P, by length. */
+function resample(P: Point[], n: number): Point[] {
+  const cum = [0];
+  for (let i = 1; i < P.length; i++) cum.push(cum[i - 1] + Math.hypot(P[i][0] - P[i - 1][0], P[i][1] - P[i - 1][1]));
+  const total = cum[cum.length - 1];
+  const out: Point[] = [];
+  for (let k = 0, i = 1; k <= n; k++) {
+    const t = (total * k) / n;
+    while (i < P.length - 1 && cum[i] < t) i++;
+    const f = (t - cum[i - 1]) / Math.max(1e-12, cum[i] - cum[i - 1]);
+    out.push([P[i - 1][0] + (P[i][0] - P[i - 1][0]) * f, P[i - 1][1] + (P[i][1] - P[i - 1][1]) * f]);
+  }
+  return out;
+}
+
+/**
+ * hooked: an end of the course turns by at least `degrees`: the direction of its last sixth
+ * (by length) against that of the sixth before it, at either end. The issue's "a faint line
+ * followed past its end into another crease ends in a hook".
+ */
+function hooked(P: Point[], degrees: number): boolean {
+  if (P.length < 3) return false;
+  const R = resample(P, 12);
+  const dir = (a: Point, b: Point) => Math.atan2(b[1] - a[1], b[0] - a[0]);
+  const turn = (a: number, b: number) => Math.abs(((b - a + 3 * Math.PI) % (2 * Math.PI)) - Math.PI);
+  const limit = (degrees * Math.PI) / 180;
+  return turn(dir(R[8], R[10]), dir(R[10], R[12])) >= limit || turn(dir(R[4], R[2]), dir(R[2], R[0])) >= limit;
+}
+
 /** A candidate rule: true when it would refuse the line (course P and landmarks L, both in the hand frame). */
 type Rule = { line: LineName; name: string; refuses: (P: Point[], L: Point[]) => boolean };
 
@@ -77,6 +106,11 @@ export const RULES: Rule[] = [
     refuses: (P, L) => implausibleCourse("heart", P, (L[5][0] + L[17][0]) / 2),
   },
   { line: "heart", name: "reaches below the wrist-to-knuckle midpoint (y < 0.5)", refuses: (P) => P.some((p) => p[1] < 0.5) },
+  ...LINE_NAMES.map((line) => ({
+    line,
+    name: "ends in a hook (an end's last sixth turns 45 degrees or more)",
+    refuses: (P: Point[]) => hooked(P, 45),
+  })),
 ];
 
 async function main(): Promise<number> {
