@@ -11,7 +11,10 @@
 import { readFileSync } from "node:fs";
 import http from "node:http";
 import { pathToFileURL } from "node:url";
-import type { Phase } from "./abuse.js";
+
+/** The phases of bench/abuse.ts's abuseVictim: the victim alone, then under each of issue 29's abuses 1-3. */
+export const PHASES = ["alone", "short deadlines (1)", "invalid base64 bodies (2)", "many-scan JPEG (3)"] as const;
+export type Phase = (typeof PHASES)[number];
 
 /** ClientsInit tells the clients where the server is, their keys, and the files of their bodies. */
 export interface ClientsInit {

@@ -15,12 +15,8 @@ import { makeManyScanJpeg } from "../test/helpers/jpeg-scans.js";
 import { cpuSecondsOf, processTree } from "../test/helpers/proc.js";
 import { startRedis } from "../test/helpers/redis.js";
 import { startRedisCluster } from "../test/helpers/redis-cluster.js";
-import { codeOf, type PhaseDone, post, postLarge } from "./abuse-clients.js";
+import { codeOf, PHASES, type Phase, type PhaseDone, post, postLarge } from "./abuse-clients.js";
 import { median } from "./stats.js";
-
-/** The phases of {@link abuseVictim}: the victim alone, then under each of the abuses 1-3. */
-export const PHASES = ["alone", "short deadlines (1)", "invalid base64 bodies (2)", "many-scan JPEG (3)"] as const;
-export type Phase = (typeof PHASES)[number];
 
 /** PhaseResult is the victim's requests in one phase, pooled over the rounds. */
 export interface PhaseResult {

@@ -16,13 +16,13 @@ import {
   abuseVictim,
   LAYOUTS,
   type Layout,
-  PHASES,
   type PhaseResult,
   rateAcrossReplicas,
   REFUSAL_KINDS,
   type RefusalSide,
   refusalCost,
 } from "./abuse.js";
+import { PHASES } from "./abuse-clients.js";
 import { jpegScanCosts } from "./jpeg-scans.js";
 import { median, quantile } from "./stats.js";
 import { uploadWindows } from "./upload-window.js";
