@@ -1,7 +1,7 @@
 /**
  * The trait scales on real palms: how the depth and curvature of the lines the engine draws on a
  * part of the box set spread (their tenth, third, half, two-thirds and ninth tenth, and how many
- * lines each word of line-traits.ts's scales gets), and with --turned how far each moves when the
+ * lines each word of line-traits.ts's scales gets) and the gap between head and life line's starts, and with --turned how far each moves when the
  * photo is turned by 90 degrees. DEPTH_SCALE is the thirds of the training part's depths
  * (docs/decisions/crease-depth.md); the evaluation quarter is never read here.
  *
@@ -14,7 +14,7 @@ import { parseArgs } from "node:util";
 import sharp from "sharp";
 import { LINE_NAMES } from "../src/inference/analyzer-types.js";
 import { createAnalyzer } from "../src/inference/analyzer.js";
-import { CURVATURE_SCALE, DEPTH_SCALE } from "../src/inference/line-traits.js";
+import { CURVATURE_SCALE, DEPTH_SCALE, JOINED_GAP } from "../src/inference/line-traits.js";
 import { BOX_DIR, partOf, readBoxes } from "./box-set.js";
 
 const QUANTILES = [0.1, 1 / 3, 0.5, 2 / 3, 0.9];
@@ -70,11 +70,13 @@ async function main(): Promise<number> {
   const curvature: number[] = [];
   const depthPairs: [number, number][] = [];
   const curvaturePairs: [number, number][] = [];
+  const gaps: number[] = [];
   try {
     console.log(`model ${analyzer.model}; box set part '${values.part}', ${files.length} photos`);
     for (const file of files) {
       const bytes = await readFile(join(BOX_DIR, "images", file));
       const taken = await analyzer.analyze(bytes);
+      if (taken.headLifeStart) gaps.push(taken.headLifeStart.gap);
       const turned = values.turned ? await analyzer.analyze(await sharp(bytes).rotate().rotate(90).png().toBuffer()) : undefined;
       for (const line of LINE_NAMES) {
         const t = taken.stats[line].traits;
@@ -92,6 +94,11 @@ async function main(): Promise<number> {
   }
   spread("depth", depth, DEPTH_SCALE, ["faint", "medium", "deep"]);
   spread("curvature", curvature, CURVATURE_SCALE, ["straight", "curved", "strongly_curved"]);
+  const g = [...gaps].sort((a, b) => a - b);
+  console.log(
+    `head-life  ${String(g.length).padStart(5)} photos with both; gap quantiles ${QUANTILES.map((p) => quantile(g, p).toFixed(3)).join(" / ")}; ` +
+      `joined (gap <= ${JOINED_GAP}): ${g.filter((x) => x <= JOINED_GAP).length}`,
+  );
   if (values.turned) {
     moved("depth", depthPairs, 0.02, DEPTH_SCALE);
     moved("curvature", curvaturePairs, 0.02, CURVATURE_SCALE);
