@@ -7,7 +7,7 @@ import { LINE_NAMES, type LineName } from "../src/inference/analyzer-types.js";
 import { createAnalyzer } from "../src/inference/analyzer.js";
 import { BOX_DIR, type Box, partOf, readBoxes } from "./box-set.js";
 import AGREEMENT from "./box-agreement.json" with { type: "json" };
-import { TurnTally } from "./trait-stability.js";
+import { TurnTally, turned90 } from "./trait-stability.js";
 
 /** The agreement rule's constants, from the one table training/real_boxes.py reads too (./box-agreement.json). */
 const { grow: GROW, min_grow_px: MIN_GROW_PX, min_inside: MIN_INSIDE, min_iou: MIN_IOU } = AGREEMENT;
@@ -75,7 +75,7 @@ async function main(): Promise<number> {
       const bytes = await readFile(join(BOX_DIR, "images", file));
       const result = await analyzer.analyze(bytes);
       ms += performance.now() - t0;
-      const turned = values.turned ? await analyzer.analyze(await sharp(bytes).rotate().rotate(90).png().toBuffer()) : undefined;
+      const turned = values.turned ? await analyzer.analyze(await turned90(bytes)) : undefined;
       if (result.reason !== "no_hand") palms++;
       const row: string[] = [];
       for (const line of LINE_NAMES) {

@@ -3,9 +3,15 @@
  * upright view, so a turned photo should read the same. The bounds are those of
  * test/unit/inference/real-photos.spec.ts ("turned by 90 degrees"), which imports them.
  */
+import sharp from "sharp";
 import type { LineTraits } from "../src/inference/analyzer-types.js";
 
 export const TURN_BOUNDS = Object.freeze({ curvature: 0.02, depth: 0.02, end: 0.05 });
+
+/** turned90 is a photo turned by 90 degrees (after its EXIF orientation), as a PNG: what eval:boxes --turned reads. */
+export function turned90(bytes: Buffer): Promise<Buffer> {
+  return sharp(bytes).rotate().rotate(90).png().toBuffer();
+}
 
 /** traitsMoved names the traits of one line that differ between two readings beyond TURN_BOUNDS. */
 export function traitsMoved(a: LineTraits, b: LineTraits): string[] {
