@@ -20,16 +20,20 @@ export interface AccessCheckOptions {
   now?: () => Date;
 }
 
-/** AccessCheck resolves a request's principal from its headers, or throws the refusal. */
-export type AccessCheck = (header: Headers) => Promise<Principal>;
+/**
+ * AccessCheck resolves a request's principal from its headers, or throws the refusal;
+ * `recognised` hears of the principal as soon as the key is, also when its month is then refused.
+ */
+export type AccessCheck = (header: Headers, recognised?: (principal: Principal) => void) => Promise<Principal>;
 
 /** createAccessCheck returns the door's {@link AccessCheck}. */
 export function createAccessCheck(options: AccessCheckOptions): AccessCheck {
   const { store, planLimits } = options;
   const checkKey = createKeyCheck(store);
   const now = options.now ?? (() => new Date());
-  return async (header) => {
+  return async (header, recognised) => {
     const principal = await checkKey(header);
+    recognised?.(principal);
     const limit = quotaLimitOf(planLimits, principal.plan);
     const at = now();
     const period = quotaPeriodOf(at);

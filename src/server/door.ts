@@ -35,8 +35,11 @@ export interface DoorOptions {
   rest: RestTable;
   /** Methods that need no key. */
   publicMethods: readonly DescMethod[];
-  /** checkAccess resolves the principal from the headers (key, plan, a month not used up); throws our errors. */
-  checkAccess(header: Headers): Promise<Principal>;
+  /**
+   * checkAccess resolves the principal from the headers (key, plan, a month not used up); throws
+   * our errors. `recognised` hears of the principal once the key is, before its month is checked.
+   */
+  checkAccess(header: Headers, recognised?: (principal: Principal) => void): Promise<Principal>;
   /**
    * refusedLocally answers, from the headers and without the store, a key this replica knows to
    * be refused still (src/auth/rate-gate.ts): its principal and refusal, before checkAccess.
@@ -65,7 +68,10 @@ export function createDoor(options: DoorOptions): Door {
       return exchange.fail(known.error);
     }
     try {
-      exchange.contextValues.set(kPrincipal, await untilAborted(options.checkAccess(header), exchange.signal));
+      // A recognised key's principal is on the exchange even when its month is refused: the
+      // refusal is then this client's (request-path.ts paces a client's refused uploads).
+      const recognised = (principal: Principal) => exchange.contextValues.set(kPrincipal, principal);
+      exchange.contextValues.set(kPrincipal, await untilAborted(options.checkAccess(header, recognised), exchange.signal));
       return true;
     } catch (e) {
       return exchange.fail(exchange.signal.aborted ? palmError("canceled") : e);

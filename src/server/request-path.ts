@@ -10,13 +10,15 @@
  *   5. adapter   rpc-adapter.ts          gRPC, gRPC-Web, Connect: connect's handler, the interceptors
  *                src/rest/rest-handler.ts  REST: the same interceptors and service
  *   6. answer    respond.ts              the answer written, an unread body let go; a refusal in the
- *                src/wire/error-answer.ts  caller's wire format
+ *                src/wire/error-answer.ts  caller's wire format, a client's refused uploads paced
+ *                refusal-pace.ts         (at most 8 MiB of them discarded a second)
  *
  * The interceptors (routes.ts) run inside step 5 for both adapters: the outcome (request id,
  * errors normalised and noted on the exchange), the key, the quota ticket.
  */
 import type { ConnectError } from "@connectrpc/connect";
-import type { Exchange } from "../request/context-keys.js";
+import { setTimeout as sleep } from "node:timers/promises";
+import { type Exchange, kPrincipal } from "../request/context-keys.js";
 import { errorAnswer } from "../wire/error-answer.js";
 import { wireProtocolOf, type NodeHandlerFn, type NodeRequest, type NodeResponse, type WireProtocol } from "../wire/http.js";
 import { palmError } from "../errors.js";
@@ -24,7 +26,8 @@ import type { SiteHandler } from "../http/site-handler.js";
 import type { RestHandler } from "../rest/rest-handler.js";
 import type { AccessLog } from "./access-log.js";
 import type { Door, Verdict } from "./door.js";
-import { respond, widenWindows } from "./respond.js";
+import type { RefusalPace, Turn } from "./refusal-pace.js";
+import { respond, unreadBytes, widenWindows } from "./respond.js";
 import type { RpcAdapter } from "./rpc-adapter.js";
 
 /** RequestPathOptions are the steps of {@link createRequestPath}, each built by its own module. */
@@ -42,11 +45,26 @@ export interface RequestPathOptions {
    * when the request may go on, holding its place until `res` closes. Default: none.
    */
   limits?: (res: NodeResponse, exchange: Exchange) => Promise<ConnectError | undefined>;
+  /** pace schedules a recognised client's refusals of unread uploads (refusal-pace.ts). Default: none. */
+  pace?: RefusalPace;
 }
+
+const NOW: Turn = { linger: true, waitMs: 0 };
 
 /** createRequestPath returns the node handler the HTTP front runs for every request. */
 export function createRequestPath(options: RequestPathOptions): NodeHandlerFn {
-  const { accessLog, site, door, rpc, rest, windows } = options;
+  const { accessLog, site, door, rpc, rest, windows, pace } = options;
+
+  /**
+   * refuse answers `error` in `wire`'s format, unless the client is gone; a recognised client's
+   * refusal of an unread upload first waits for its turn, its body unread.
+   */
+  const refuse = async (req: NodeRequest, res: NodeResponse, exchange: Exchange, wire: WireProtocol, error: ConnectError) => {
+    const principal = exchange.contextValues.get(kPrincipal);
+    const turn = principal && pace ? pace.turn(principal.clientId, unreadBytes(req)) : NOW;
+    if (turn.waitMs > 0) await sleep(turn.waitMs, undefined, { signal: exchange.signal }).catch(() => {});
+    if (!exchange.signal.aborted) respond(req, res, errorAnswer(wire, error, String(req.headers["content-type"] ?? "")), turn.linger);
+  };
 
   /** pass carries out the door's verdict. */
   const pass = async (req: NodeRequest, res: NodeResponse, exchange: Exchange, verdict: Verdict): Promise<void> => {
@@ -72,14 +90,9 @@ export function createRequestPath(options: RequestPathOptions): NodeHandlerFn {
       .then((verdict) => pass(req, res, exchange, verdict))
       .catch((e: unknown) => {
         // Only a bug in the path itself gets here: answer 500 generically.
-        refuse(req, res, exchange, "rest", exchange.fail(palmError("internal_error", { cause: e })));
+        void refuse(req, res, exchange, "rest", exchange.fail(palmError("internal_error", { cause: e })));
       });
   };
-}
-
-/** refuse answers `error` in `wire`'s format, unless the client is gone. */
-function refuse(req: NodeRequest, res: NodeResponse, exchange: Exchange, wire: WireProtocol, error: ConnectError): void {
-  if (!exchange.signal.aborted) respond(req, res, errorAnswer(wire, error, String(req.headers["content-type"] ?? "")));
 }
 
 /** wireOf is the wire format of a let-in request's answer, as the door reads it. */

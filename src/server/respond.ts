@@ -8,7 +8,7 @@
 import http2 from "node:http2";
 import type { Answer } from "../wire/error-answer.js";
 import type { NodeRequest, NodeResponse } from "../wire/http.js";
-import { lingerOnClose, streamBodyEnded } from "../wire/private-apis.js";
+import { LINGER_BYTES, lingerOnClose, streamBodyEnded } from "../wire/private-apis.js";
 
 /** LINGER_MS: how long an HTTP/2 stream refused unread may take to fill its default window before its connection closes. */
 const LINGER_MS = 1000;
@@ -88,26 +88,40 @@ function uploadArrived(stream: http2.ServerHttp2Stream): boolean {
 }
 
 /**
- * releaseUnreadBody prepares an answer written before the request body ended: HTTP/1.1 closes
- * the connection after it (lingering), HTTP/2 ends the stream after it ({@link endUnreadStream}).
- * Call it before the answer's head is written. Draining instead would read up to 8 MiB nobody needs.
+ * unreadBytes is how much of `req`'s body an answer written now may make this replica read and
+ * discard: none once the body arrived, else what is declared left, up to the lingering close's
+ * bound on HTTP/1.1 and the default window on HTTP/2 (src/server/refusal-pace.ts charges it).
  */
-export function releaseUnreadBody(req: NodeRequest, res: NodeResponse): void {
+export function unreadBytes(req: NodeRequest): number {
+  if (req.complete || ("stream" in req && uploadArrived(req.stream))) return 0;
+  const declared = req.headers["content-length"] === undefined ? Number.POSITIVE_INFINITY : Number(req.headers["content-length"]);
+  const left = Number.isFinite(declared) && declared >= 0 ? declared : Number.POSITIVE_INFINITY;
+  return Math.min(left, "stream" in req ? H2_DEFAULT_WINDOW : LINGER_BYTES);
+}
+
+/**
+ * releaseUnreadBody prepares an answer written before the request body ended: HTTP/1.1 closes
+ * the connection after it (lingering, unless `linger` is false: then Node's own close, which
+ * discards nothing), HTTP/2 ends the stream after it ({@link endUnreadStream}). Call it before
+ * the answer's head is written. Draining instead would read up to 8 MiB nobody needs.
+ */
+export function releaseUnreadBody(req: NodeRequest, res: NodeResponse, linger = true): void {
   if (req.complete || res.headersSent) return;
   if ("stream" in req) {
     res.once("finish", endUnreadStream(req));
   } else {
     res.setHeader("connection", "close");
-    lingerOnClose(req.socket);
+    if (linger) lingerOnClose(req.socket);
   }
 }
 
 /**
  * respond writes `answer` unless a response was already started or the client is gone. An
  * empty body on HTTP/2 is one HEADERS frame with END_STREAM: the trailers-only answer gRPC and
- * gRPC-Web clients read their status from (test/integration/door.spec.ts).
+ * gRPC-Web clients read their status from (test/integration/door.spec.ts). `linger`: see
+ * {@link releaseUnreadBody}.
  */
-export function respond(req: NodeRequest, res: NodeResponse, answer: Answer): void {
+export function respond(req: NodeRequest, res: NodeResponse, answer: Answer, linger = true): void {
   if (res.headersSent || res.destroyed) return;
   const h: Record<string, string> = {};
   answer.headers.forEach((v, k) => {
@@ -121,7 +135,7 @@ export function respond(req: NodeRequest, res: NodeResponse, answer: Answer): vo
     return;
   }
   h["content-length"] = String(answer.body.byteLength);
-  releaseUnreadBody(req, res);
+  releaseUnreadBody(req, res, linger);
   res.writeHead(answer.status, h);
   res.end(answer.body);
 }

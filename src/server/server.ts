@@ -26,6 +26,7 @@ import type { ConnectError } from "@connectrpc/connect";
 import { type Exchange, kPrincipal } from "../request/context-keys.js";
 import type { NodeResponse } from "../wire/http.js";
 import { HttpFront } from "./http-front.js";
+import { createRefusalPace } from "./refusal-pace.js";
 import { createRequestPath } from "./request-path.js";
 import { createRpcAdapter } from "./rpc-adapter.js";
 import { createInterceptors, createServices, PUBLIC_METHODS, registerServices } from "./routes.js";
@@ -139,7 +140,7 @@ export function createPalmServer(options: PalmServerOptions): PalmServer {
     config,
     logger,
     accessLog,
-    handler: createRequestPath({ accessLog, site, door, rpc, rest, windows, limits: createLimitsStep(gate) }),
+    handler: createRequestPath({ accessLog, site, door, rpc, rest, windows, limits: createLimitsStep(gate), pace: createRefusalPace() }),
     answersContinue: (path) => restTable.has(path) || rpc.paths.has(path),
   });
 

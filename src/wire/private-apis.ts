@@ -35,7 +35,7 @@ export function streamBodyEnded(stream: http2.ServerHttp2Stream): boolean {
 
 /** LINGER (HTTP/1.1): after refusing an unread body, keep discarding for at most 1 s or 1 MiB, then close. */
 const LINGER_MS = 1000;
-const LINGER_BYTES = 1024 * 1024;
+export const LINGER_BYTES = 1024 * 1024;
 
 /**
  * lingerOnClose replaces the immediate close Node's HTTP/1.1 server does after a

@@ -195,6 +195,76 @@ describe("finding 2: rejected bodies do not starve accepted ones", () => {
     }, 120_000);
 });
 
+/**
+ * refusedUploads sends `body` to the server at `port` with `key` from `loops` loops, each waiting
+ * for its answer before it sends again, for `ms`, over HTTP/1.1 (a connection per upload, as the
+ * server closes it after refusing an unread body); returns each answer's status and code, or the
+ * connection's error where none came.
+ */
+async function refusedUploads(port: number, key: string, body: Buffer, loops: number, ms: number): Promise<string[]> {
+  const answers: string[] = [];
+  const until = Date.now() + ms;
+  const upload = () =>
+    new Promise<string>((resolve) => {
+      const req = http.request(
+        {
+          host: "127.0.0.1",
+          port,
+          path: "/v1/palm/analyze?images=none",
+          method: "POST",
+          headers: { "content-type": "application/json", "x-api-key": key },
+          agent: false,
+        },
+        (res) => {
+          let text = "";
+          res.on("data", (d) => (text += d));
+          res.on("error", () => {});
+          res.on("end", () => resolve(`${res.statusCode} ${JSON.parse(text).error?.code} ${res.headers["retry-after"] !== undefined}`));
+        },
+      );
+      req.on("error", (e: NodeJS.ErrnoException) => resolve(e.code ?? "error"));
+      req.end(body);
+    });
+  await Promise.all(
+    Array.from({ length: loops }, async () => {
+      while (Date.now() < until) answers.push(await upload());
+    }),
+  );
+  return answers;
+}
+
+describe("finding 2: a client's refused uploads are paced", () => {
+  // At most 8 MiB of refused bodies discarded a second per client after a 16 MiB burst, each
+  // 7.4 MiB upload costing the lingering close's 1 MiB (src/server/refusal-pace.ts): 16 + 8 a
+  // second. Before, the loops got an answer every few milliseconds each.
+  const body = Buffer.from(JSON.stringify({ image: `${"A".repeat(7.4 * 1024 * 1024)}*` }));
+  for (const [refusal, config] of [
+    ["rate_limited", { rateLimits: { "*": { rate: 0.01, burst: 1, concurrency: 100 } } }],
+    ["quota_exceeded", { planLimits: { free: 1, pro: 10_000 } }],
+  ] as const)
+    it(`answers a client past its limits (${refusal}) at most 8 refused 7.4 MiB uploads a second after a burst of 16, every one with its answer, and serves the victim`, async () => {
+      const store = createMemoryStore();
+      const attackerKey = await registerKey(store, "attacker", "free");
+      const victimKey = await registerKey(store, "victim", "pro");
+      const srv = await startServer({ analyzer, store, config });
+      try {
+        // The attacker's one request the limits let in.
+        expect((await postAnalyze(srv.url, victimBody, { "x-api-key": attackerKey })).res.status).toBe(200);
+        const attack = refusedUploads(srv.port, attackerKey, body, 8, 2000);
+        const victim = await postAnalyze(srv.url, victimBody, { "x-api-key": victimKey });
+        const answers = await attack;
+        expect(victim.res.status).toBe(200);
+        expect(new Set(answers)).toEqual(new Set([`429 ${refusal} true`]));
+        // 16 + 8 x 2 s, and one more per loop for the uploads under way when the 2 s ended.
+        expect(answers.length).toBeGreaterThanOrEqual(16);
+        expect(answers.length).toBeLessThanOrEqual(16 + 8 * 2 + 8);
+        expect(await store.usage("attacker", quotaPeriodOf())).toBe(1);
+      } finally {
+        await srv.close();
+      }
+    }, 60_000);
+});
+
 describe("finding 3: a progressive JPEG of many scans", () => {
   for (const kind of FINDING_1_TO_3_STORES)
     it(`is refused as invalid_image before it runs, over REST (HTTP/1.1) and gRPC (HTTP/2), not charged; ordinary JPEGs of its size are served, on ${STORE_NAMES[kind]}`, async () => {
