@@ -9,8 +9,8 @@
  * `{ type: "exit" }`.
  */
 import { readFileSync } from "node:fs";
-import http from "node:http";
 import { pathToFileURL } from "node:url";
+import { postLarge } from "../test/helpers/upload.js";
 
 /** The phases of bench/abuse.ts's abuseVictim: the victim alone, then under each of issue 29's abuses 1-3. */
 export const PHASES = ["alone", "short deadlines (1)", "invalid base64 bodies (2)", "many-scan JPEG (3)"] as const;
@@ -65,7 +65,7 @@ export async function codeOf(res: Response): Promise<string> {
 /**
  * answerOf is an attacker's answer as codeOf reads it, or the code of the error that ended the
  * request (a large upload cut by the server's bounded lingering close is EPIPE or ECONNRESET):
- * the attacker counts it and goes on, as postLarge does.
+ * the attacker counts it and goes on, as postLarge (test/helpers/upload.ts) does.
  */
 async function answerOf(send: () => Promise<Response>): Promise<string> {
   try {
@@ -74,45 +74,6 @@ async function answerOf(send: () => Promise<Response>): Promise<string> {
     const cause = (e as { cause?: NodeJS.ErrnoException }).cause;
     return cause?.code ?? (e as NodeJS.ErrnoException).code ?? "error";
   }
-}
-
-/**
- * postLarge sends `body` over its own HTTP/1.1 connection (fetch would share a few). A server that
- * answers before the body is sent closes the connection once it has discarded a bounded part of
- * the rest (src/wire/private-apis.ts, lingerOnClose): the write then fails, and the answer is
- * whatever status came before, else the error's code.
- */
-export function postLarge(port: number, key: string, body: Buffer): Promise<string> {
-  return new Promise((resolve) => {
-    let status: number | undefined;
-    let code = "";
-    const req = http.request(
-      {
-        host: "127.0.0.1",
-        port,
-        path: "/v1/palm/analyze?images=none",
-        method: "POST",
-        headers: { "content-type": "application/json", "x-api-key": key },
-        agent: false,
-      },
-      (res) => {
-        status = res.statusCode;
-        let text = "";
-        res.setEncoding("utf8");
-        res.on("data", (d) => (text += d));
-        res.on("error", () => {});
-        res.on("end", () => {
-          try {
-            code = (JSON.parse(text) as { error?: { code?: string } }).error?.code ?? "";
-          } catch {}
-          resolve(`${status} ${code}`.trim());
-        });
-      },
-    );
-    req.on("error", (e: NodeJS.ErrnoException) => resolve(status === undefined ? `${e.code ?? "error"}` : `${status} (body cut)`));
-    req.on("close", () => resolve(status === undefined ? "closed" : `${status} ${code}`.trim()));
-    req.end(body);
-  });
 }
 
 /** clientsOf returns the victim's request and each phase's attacker. */

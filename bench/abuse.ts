@@ -15,7 +15,8 @@ import { makeManyScanJpeg } from "../test/helpers/jpeg-scans.js";
 import { cpuSecondsOf, processTree } from "../test/helpers/proc.js";
 import { startRedis } from "../test/helpers/redis.js";
 import { startRedisCluster } from "../test/helpers/redis-cluster.js";
-import { codeOf, PHASES, type Phase, type PhaseDone, post, postLarge } from "./abuse-clients.js";
+import { postLarge } from "../test/helpers/upload.js";
+import { codeOf, PHASES, type Phase, type PhaseDone, post } from "./abuse-clients.js";
 import { median } from "./stats.js";
 
 /** PhaseResult is the victim's requests in one phase, pooled over the rounds. */
