@@ -41,6 +41,41 @@ export function agreement(mask: Uint8Array, width: number, height: number, box: 
   return { inside: inside / n, iou, agrees: inside / n >= MIN_INSIDE && iou >= MIN_IOU };
 }
 
+/** DEGRADES: what --degrade does to each photo before it is analysed, as a phone's worse photo would. */
+const DEGRADES = {
+  /** Underexposed: a third of the light, with sensor noise (SD 2 of 255, seeded), saved as JPEG q90. */
+  dim: { scale: 1 },
+  /** Saved again as JPEG at quality 15 (strong blocking, as a messaging app recompresses). */
+  jpeg: { scale: 1 },
+  /** Half the size (320 x 320 from the set's 640 x 640): a palm 80-200 px across. */
+  small: { scale: 0.5 },
+} as const;
+type Degrade = keyof typeof DEGRADES;
+
+/** degraded is the photo `bytes` as --degrade `kind` makes it. */
+async function degraded(bytes: Buffer, kind: Degrade): Promise<Buffer> {
+  if (kind === "jpeg") return sharp(bytes).jpeg({ quality: 15 }).toBuffer();
+  if (kind === "small") {
+    const { width = 0 } = await sharp(bytes).metadata();
+    return sharp(bytes)
+      .resize(Math.round(width * DEGRADES.small.scale))
+      .jpeg({ quality: 90 })
+      .toBuffer();
+  }
+  const { data, info } = await sharp(bytes).removeAlpha().raw().toBuffer({ resolveWithObject: true });
+  // A fixed-seed generator: the same noise on every run. Normal deviates by Box-Muller.
+  let seed = 12345;
+  const uniform = () => {
+    seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+    return (seed + 0.5) / 2 ** 32;
+  };
+  for (let i = 0; i < data.length; i++) {
+    const n = Math.sqrt(-2 * Math.log(uniform())) * Math.cos(2 * Math.PI * uniform());
+    data[i] = Math.max(0, Math.min(255, Math.round(data[i] / 3 + 2 * n)));
+  }
+  return sharp(data, { raw: info }).jpeg({ quality: 90 }).toBuffer();
+}
+
 async function main(): Promise<number> {
   const { values } = parseArgs({
     options: {
@@ -48,8 +83,14 @@ async function main(): Promise<number> {
       model: { type: "string" },
       detail: { type: "boolean" },
       turned: { type: "boolean" },
+      degrade: { type: "string" },
     },
   });
+  const degrade = values.degrade as Degrade | undefined;
+  if (degrade !== undefined && !(degrade in DEGRADES)) {
+    console.error(`eval-boxes: --degrade is one of ${Object.keys(DEGRADES).join(", ")}`);
+    return 2;
+  }
   if (!existsSync(join(BOX_DIR, "boxes.csv"))) {
     console.log(`eval-boxes: ${BOX_DIR} is absent; nothing to evaluate.`);
     return 0;
@@ -69,10 +110,11 @@ async function main(): Promise<number> {
   // --turned: each photo read again turned by 90 degrees; no labels needed, so any part can be used.
   const turn = new TurnTally();
   try {
-    console.log(`model ${analyzer.model}; box set part '${values.part}', ${files.length} photos`);
+    console.log(`model ${analyzer.model}; box set part '${values.part}', ${files.length} photos${degrade ? `, degraded: ${degrade}` : ""}`);
     for (const file of files) {
       const t0 = performance.now();
-      const bytes = await readFile(join(BOX_DIR, "images", file));
+      const read = await readFile(join(BOX_DIR, "images", file));
+      const bytes = degrade ? await degraded(read, degrade) : read;
       const result = await analyzer.analyze(bytes);
       ms += performance.now() - t0;
       const turned = values.turned ? await analyzer.analyze(await turned90(bytes)) : undefined;
@@ -83,8 +125,9 @@ async function main(): Promise<number> {
           const moved = turn.add(result.stats[line].traits, turned.stats[line].traits);
           if (moved.length > 0) row.push(`${line} turned: ${moved.join(", ")}`);
         }
-        const box = boxes.get(file)![line];
-        if (!box) continue;
+        const given = boxes.get(file)![line];
+        if (!given) continue;
+        const box = given.map((v) => v * (degrade ? DEGRADES[degrade].scale : 1)) as Box;
         total[line]++;
         const stats = result.stats[line];
         if (!stats.detected) {
