@@ -3,16 +3,17 @@
  * this replica read and discard part of that body (respond.ts: the lingering close, at most
  * 1 MiB on HTTP/1.1), so a client sending large bodies past its limits, in a loop, would keep the
  * event loop discarding them, ahead of every other client's work (issue 29, finding 2). Each
- * recognised client may have at most {@link REFUSED_BYTES_PER_S} of such bodies discarded a
- * second on a replica, after a burst of {@link REFUSED_BURST_BYTES}; a refusal past that waits,
+ * recognised client, and all requests without a recognised key from one address together, may
+ * have at most {@link REFUSED_BYTES_PER_S} of such bodies discarded a second on a replica, after
+ * a burst of {@link REFUSED_BURST_BYTES}; a refusal past that waits,
  * its body unread, until its turn. A refusal whose turn is more than {@link MAX_WAIT_MS} away is
  * answered at once without the lingering close: the connection closes after the answer.
  * test/integration/abuse.spec.ts ("finding 2") and test/unit/refusal-pace.spec.ts pin it.
  */
 
-/** REFUSED_BYTES_PER_S: the unread request bytes one client's refusals may have discarded a second, per replica. */
+/** REFUSED_BYTES_PER_S: the unread request bytes one payer's refusals may have discarded a second, per replica. */
 export const REFUSED_BYTES_PER_S = 8 * 1024 * 1024;
-/** REFUSED_BURST_BYTES: what a client that had no refusal for a while may have discarded at once. */
+/** REFUSED_BURST_BYTES: what a payer that had no refusal for a while may have discarded at once. */
 export const REFUSED_BURST_BYTES = 16 * 1024 * 1024;
 /** MAX_WAIT_MS: the longest a refusal waits for its turn. */
 export const MAX_WAIT_MS = 1000;
@@ -24,10 +25,10 @@ export type Turn =
   /** Now, closing the connection after the answer without discarding its body. */
   | { readonly linger: false; readonly waitMs: 0 };
 
-/** RefusalPace schedules the refusals of each client's unread uploads. */
+/** RefusalPace schedules the refusals of unread uploads, each payer's (a client, an address) in its own pace. */
 export interface RefusalPace {
-  /** turn takes the turn of a refusal of `client` that leaves `bytes` of its body to discard. */
-  turn(client: string, bytes: number): Turn;
+  /** turn takes the turn of a refusal of `payer` that leaves `bytes` of its body to discard. */
+  turn(payer: string, bytes: number): Turn;
 }
 
 /** RefusalPaceOptions configure {@link createRefusalPace}; the defaults are the constants above. */
@@ -35,38 +36,38 @@ export interface RefusalPaceOptions {
   bytesPerSecond?: number;
   burstBytes?: number;
   maxWaitMs?: number;
-  /** How many clients are remembered at once; beyond it a client is not paced. Default 10000. */
-  maxClients?: number;
+  /** How many payers are remembered at once; beyond it a new one is not paced. Default 10000. */
+  maxPayers?: number;
   /** The clock, ms (monotonic). Default performance.now. */
   now?: () => number;
 }
 
 /**
- * createRefusalPace returns a {@link RefusalPace}: a byte-counting GCRA per client that shapes
- * rather than refuses. Each refusal is due once the client's theoretical arrival time, advanced
+ * createRefusalPace returns a {@link RefusalPace}: a byte-counting GCRA per payer that shapes
+ * rather than refuses. Each refusal is due once the payer's theoretical arrival time, advanced
  * by its bytes' share of a second, lies within the burst; it waits until then.
  */
 export function createRefusalPace(options: RefusalPaceOptions = {}): RefusalPace {
   const msPerByte = 1000 / (options.bytesPerSecond ?? REFUSED_BYTES_PER_S);
   const tolerance = (options.burstBytes ?? REFUSED_BURST_BYTES) * msPerByte;
   const maxWaitMs = options.maxWaitMs ?? MAX_WAIT_MS;
-  const maxClients = options.maxClients ?? 10_000;
+  const maxPayers = options.maxPayers ?? 10_000;
   const now = options.now ?? (() => performance.now());
-  // Per client, the theoretical arrival time (ms); a time in the past is a client with its whole burst.
+  // Per payer, the theoretical arrival time (ms); a time in the past is a payer with its whole burst.
   const tats = new Map<string, number>();
 
   return {
-    turn(client, bytes) {
+    turn(payer, bytes) {
       if (bytes <= 0) return { linger: true, waitMs: 0 };
       const t = now();
-      const next = Math.max(tats.get(client) ?? t, t) + bytes * msPerByte;
+      const next = Math.max(tats.get(payer) ?? t, t) + bytes * msPerByte;
       const waitMs = Math.max(0, next - tolerance - t);
       if (waitMs > maxWaitMs) return { linger: false, waitMs: 0 };
-      if (!tats.has(client) && tats.size >= maxClients) {
-        for (const [c, tat] of tats) if (tat <= t) tats.delete(c);
-        if (tats.size >= maxClients) return { linger: true, waitMs: 0 };
+      if (!tats.has(payer) && tats.size >= maxPayers) {
+        for (const [p, tat] of tats) if (tat <= t) tats.delete(p);
+        if (tats.size >= maxPayers) return { linger: true, waitMs: 0 };
       }
-      tats.set(client, next);
+      tats.set(payer, next);
       return { linger: true, waitMs };
     },
   };

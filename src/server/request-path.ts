@@ -56,12 +56,15 @@ export function createRequestPath(options: RequestPathOptions): NodeHandlerFn {
   const { accessLog, site, door, rpc, rest, windows, pace } = options;
 
   /**
-   * refuse answers `error` in `wire`'s format, unless the client is gone; a recognised client's
-   * refusal of an unread upload first waits for its turn, its body unread.
+   * refuse answers `error` in `wire`'s format, unless the client is gone. A refusal of an unread
+   * upload first waits for its turn, its body unread: a recognised key's in its client's pace,
+   * any other in the pace of its connection's address (behind a proxy, one for all of them).
    */
   const refuse = async (req: NodeRequest, res: NodeResponse, exchange: Exchange, wire: WireProtocol, error: ConnectError) => {
+    if (exchange.signal.aborted) return;
     const principal = exchange.contextValues.get(kPrincipal);
-    const turn = principal && pace ? pace.turn(principal.clientId, unreadBytes(req)) : NOW;
+    const payer = principal ? `client ${principal.clientId}` : `address ${req.socket?.remoteAddress}`;
+    const turn = pace ? pace.turn(payer, unreadBytes(req)) : NOW;
     if (turn.waitMs > 0) await sleep(turn.waitMs, undefined, { signal: exchange.signal }).catch(() => {});
     if (!exchange.signal.aborted) respond(req, res, errorAnswer(wire, error, String(req.headers["content-type"] ?? "")), turn.linger);
   };

@@ -4,7 +4,7 @@ import { createRefusalPace } from "../../../src/server/refusal-pace.js";
 const MiB = 1024 * 1024;
 
 /** A pace of 8 MiB a second after a 16 MiB burst, waits up to 1 s, on a clock the test moves. */
-function paced(options: { maxClients?: number } = {}) {
+function paced(options: { maxPayers?: number } = {}) {
   let t = 1000;
   const pace = createRefusalPace({ bytesPerSecond: 8 * MiB, burstBytes: 16 * MiB, maxWaitMs: 1000, now: () => t, ...options });
   return { pace, advance: (ms: number) => (t += ms) };
@@ -29,7 +29,7 @@ describe("createRefusalPace()", () => {
     expect(pace.turn("c", MiB)).toEqual({ linger: true, waitMs: 1000 });
   });
 
-  it("earns the burst back at its rate, and paces each client apart", () => {
+  it("earns the burst back at its rate, and paces each payer apart", () => {
     const { pace, advance } = paced();
     for (let i = 0; i < 16; i++) pace.turn("c", MiB);
     expect(pace.turn("c", MiB).waitMs).toBe(125);
@@ -46,11 +46,11 @@ describe("createRefusalPace()", () => {
     expect(pace.turn("c", 0)).toEqual({ linger: true, waitMs: 0 });
   });
 
-  it("forgets clients whose burst is whole to remember new ones", () => {
-    const { pace, advance } = paced({ maxClients: 2 });
+  it("forgets payers whose burst is whole to remember new ones", () => {
+    const { pace, advance } = paced({ maxPayers: 2 });
     for (let i = 0; i < 17; i++) pace.turn("a", MiB);
     pace.turn("b", MiB);
-    // Full: a third client is not paced while both others still owe.
+    // Full: a third payer is not paced while both others still owe.
     for (let i = 0; i < 20; i++) expect(pace.turn("c", MiB).waitMs).toBe(0);
     advance(3000);
     for (let i = 0; i < 16; i++) pace.turn("c", MiB);
