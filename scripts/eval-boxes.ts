@@ -50,10 +50,10 @@ const DEGRADES = {
   /** Half the size (320 x 320 from the set's 640 x 640): a palm 80-200 px across. */
   small: { scale: 0.5 },
 } as const;
-type Degrade = keyof typeof DEGRADES;
+export type Degrade = keyof typeof DEGRADES;
 
 /** degraded is the photo `bytes` as --degrade `kind` makes it. */
-async function degraded(bytes: Buffer, kind: Degrade): Promise<Buffer> {
+export async function degraded(bytes: Buffer, kind: Degrade): Promise<Buffer> {
   if (kind === "jpeg") return sharp(bytes).jpeg({ quality: 15 }).toBuffer();
   if (kind === "small") {
     const { width = 0 } = await sharp(bytes).metadata();

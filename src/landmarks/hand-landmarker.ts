@@ -122,22 +122,27 @@ export function facing(detection: Pick<HandDetection, "landmarks" | "handedness"
  * hand does not pay for it); last, where no search found a hand at all, the photo as if padded with
  * black: the landmark model too sees black beyond the frame, not the edge drawn out (a dark close-up
  * is a palm only so). It comes last because it moves the landmarks of close-ups found before, and
- * not after a back because it read a back as a palm (docs/decisions/palm-searches.md).
+ * not after a back because it read a back as a palm. Where a dark photo still shows no palm, the
+ * same three again on a copy lifted by a plain gain instead of the gamma curve: an underexposed
+ * photo's noise, lifted by the curve's steep foot, hides the hand (docs/decisions/palm-searches.md).
  */
 const SEARCHES: readonly Search[] = [
   { zoomOut: 1, brighten: false },
   { zoomOut: 1.8, brighten: false },
-  { zoomOut: 1, brighten: true },
-  { zoomOut: 1.8, brighten: true },
+  { zoomOut: 1, brighten: "gamma" },
+  { zoomOut: 1.8, brighten: "gamma" },
   { zoomOut: 1.4, brighten: false, afterBack: true },
   { zoomOut: 2.2, brighten: false, padded: true, noneSeen: true },
+  { zoomOut: 1, brighten: "gain" },
+  { zoomOut: 1.8, brighten: "gain" },
+  { zoomOut: 2.2, brighten: "gain", padded: true },
 ];
 
 interface Search {
   /** The detector sees the photo this many times smaller, centred on black. */
   zoomOut: number;
-  /** On the brightened copy ({@link brighten}); skipped where the photo is not dark. */
-  brighten: boolean;
+  /** On a copy brightened by this curve ({@link brighten}); skipped where the photo is not dark. */
+  brighten: false | Lift;
   /** Only where an earlier search has shown the back of a hand. */
   afterBack?: boolean;
   /** The landmark model sees black beyond the photo's edge (as if padded), not the edge replicated. */
@@ -149,11 +154,15 @@ interface Search {
 /** A photo whose mean luminance is under DARK (of 255) is brightened for the fallback search. */
 const DARK = 90;
 
+/** Lift: how {@link brighten} lifts a dark photo. */
+type Lift = "gamma" | "gain";
+
 /**
- * brighten returns a copy of a dark photo with a gamma curve that lifts its mean luminance to
- * about 45% (creases keep their contrast: a monotone curve), or undefined when it is not dark.
+ * brighten returns a copy of a dark photo whose mean luminance is lifted to about 45%, or
+ * undefined when it is not dark: by a gamma curve (creases keep their contrast: a monotone curve)
+ * or by a plain gain (highlights clip; the shadows' noise is lifted no more than the rest).
  */
-function brighten(rgb: Uint8Array, width: number, height: number): Uint8Array | undefined {
+function brighten(rgb: Uint8Array, width: number, height: number, lift: Lift): Uint8Array | undefined {
   const n = width * height;
   const step = Math.max(1, Math.floor(n / 65536));
   let sum = 0;
@@ -166,7 +175,8 @@ function brighten(rgb: Uint8Array, width: number, height: number): Uint8Array | 
   if (mean * 255 >= DARK || mean <= 0) return undefined;
   const gamma = Math.log(0.45) / Math.log(mean);
   const lut = new Uint8Array(256);
-  for (let v = 0; v < 256; v++) lut[v] = Math.round(255 * (v / 255) ** gamma);
+  for (let v = 0; v < 256; v++)
+    lut[v] = lift === "gain" ? Math.min(255, Math.round((v * 0.45) / mean)) : Math.round(255 * (v / 255) ** gamma);
   const out = new Uint8Array(n * 3);
   for (let i = 0; i < n * 3; i++) out[i] = lut[rgb[i]];
   return out;
@@ -188,15 +198,19 @@ async function searchHand(
   height: number,
   tryOnce: (image: Uint8Array, search: Search) => Promise<HandDetection | null>,
 ): Promise<HandDetection | null> {
-  let brightened: Uint8Array | null | undefined; // null: not dark, no brightened copy
+  // By lift: the brightened copy, or null where the photo is not dark (no copy).
+  const brightened = new Map<Lift, Uint8Array | null>();
   let back: HandDetection | null = null;
   for (const search of SEARCHES) {
     if ((search.afterBack && !back) || (search.noneSeen && back)) continue;
+    let image = rgb;
     if (search.brighten) {
-      if (brightened === undefined) brightened = brighten(rgb, width, height) ?? null;
-      if (!brightened) continue;
+      if (!brightened.has(search.brighten)) brightened.set(search.brighten, brighten(rgb, width, height, search.brighten) ?? null);
+      const copy = brightened.get(search.brighten);
+      if (!copy) continue;
+      image = copy;
     }
-    const found = await tryOnce(search.brighten ? brightened! : rgb, search);
+    const found = await tryOnce(image, search);
     if (!found) continue;
     if (facing(found) === "palm") return found;
     back ??= found;
