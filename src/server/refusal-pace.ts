@@ -4,11 +4,11 @@
  * 1 MiB on HTTP/1.1), so a client sending large bodies past its limits, in a loop, would keep the
  * event loop discarding them, ahead of every other client's work (issue 29, finding 2). Each
  * recognised client, and all requests without a recognised key from one address together, may
- * have at most {@link REFUSED_BYTES_PER_S} of such bodies discarded a second on a replica, after
- * a burst of {@link REFUSED_BURST_BYTES}; a refusal past that waits,
- * its body unread, until its turn. A refusal whose turn is more than {@link MAX_WAIT_MS} away is
- * answered at once without the lingering close: the connection closes after the answer.
- * test/integration/abuse.spec.ts ("finding 2") and test/unit/refusal-pace.spec.ts pin it.
+ * have at most {@link REFUSED_BYTES_PER_S} of such bodies discarded a second on a replica, after a
+ * burst of {@link REFUSED_BURST_BYTES}; a refusal past that waits, its body unread, until its
+ * turn. A refusal whose turn is more than {@link MAX_WAIT_MS} away is answered at once without the
+ * lingering close: the connection closes after the answer. test/integration/abuse.spec.ts
+ * ("finding 2: refused uploads are paced") and test/unit/server/refusal-pace.spec.ts pin it.
  */
 
 /** REFUSED_BYTES_PER_S: the unread request bytes one payer's refusals may have discarded a second, per replica. */
