@@ -7,6 +7,7 @@ import type { IncomingMessage } from "node:http";
 import type { Http2ServerRequest } from "node:http2";
 import { MAX_BODY_BYTES } from "../limits.js";
 import { palmError } from "../errors.js";
+import { declaredLength } from "../wire/http.js";
 
 /** ReadBodyOptions configure {@link readRequestBody}. */
 export interface ReadBodyOptions {
@@ -32,8 +33,8 @@ export interface ReadBodyOptions {
 /** readRequestBody collects the body; rejects with image_too_large, timeout or canceled. */
 export function readRequestBody(req: IncomingMessage | Http2ServerRequest, options: ReadBodyOptions): Promise<Buffer> {
   const limit = options.limitBytes ?? MAX_BODY_BYTES;
-  const declared = Number(req.headers["content-length"]);
-  if (Number.isFinite(declared) && declared > limit) return Promise.reject(palmError("image_too_large"));
+  const declared = declaredLength(req);
+  if (declared !== undefined && declared > limit) return Promise.reject(palmError("image_too_large"));
   const signal = options.signal;
   if (signal?.aborted || req.destroyed) return Promise.reject(palmError("canceled"));
   options.beforeRead?.();

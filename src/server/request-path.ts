@@ -45,7 +45,7 @@ export interface RequestPathOptions {
    * when the request may go on, holding its place until `res` closes. Default: none.
    */
   limits?: (res: NodeResponse, exchange: Exchange) => Promise<ConnectError | undefined>;
-  /** pace schedules a recognised client's refusals of unread uploads (refusal-pace.ts). Default: none. */
+  /** pace schedules the refusals of unread uploads, per client or, without a recognised key, per address (refusal-pace.ts). Default: none. */
   pace?: RefusalPace;
 }
 

@@ -7,7 +7,7 @@
  */
 import http2 from "node:http2";
 import type { Answer } from "../wire/error-answer.js";
-import type { NodeRequest, NodeResponse } from "../wire/http.js";
+import { declaredLength, type NodeRequest, type NodeResponse } from "../wire/http.js";
 import { LINGER_BYTES, lingerOnClose, streamBodyEnded } from "../wire/private-apis.js";
 
 /** LINGER_MS: how long an HTTP/2 stream refused unread may take to fill its default window before its connection closes. */
@@ -94,9 +94,7 @@ function uploadArrived(stream: http2.ServerHttp2Stream): boolean {
  */
 export function unreadBytes(req: NodeRequest): number {
   if (req.complete || ("stream" in req && uploadArrived(req.stream))) return 0;
-  const declared = req.headers["content-length"] === undefined ? Number.POSITIVE_INFINITY : Number(req.headers["content-length"]);
-  const left = Number.isFinite(declared) && declared >= 0 ? declared : Number.POSITIVE_INFINITY;
-  return Math.min(left, "stream" in req ? H2_DEFAULT_WINDOW : LINGER_BYTES);
+  return Math.min(declaredLength(req) ?? Number.POSITIVE_INFINITY, "stream" in req ? H2_DEFAULT_WINDOW : LINGER_BYTES);
 }
 
 /**

@@ -14,6 +14,12 @@ export function pathOf(req: NodeRequest): string {
   return (req.url ?? "/").split("?", 1)[0];
 }
 
+/** declaredLength is the body length a request's Content-Length declares, or undefined where it declares none readable. */
+export function declaredLength(req: NodeRequest): number | undefined {
+  const declared = Number(req.headers["content-length"]);
+  return Number.isFinite(declared) && declared >= 0 ? declared : undefined;
+}
+
 /** webHeaders is a request's headers as a Headers object (HTTP/2 pseudo-headers left out). */
 export function webHeaders(req: NodeRequest): Headers {
   const h = new Headers();
