@@ -157,13 +157,8 @@ const DARK = 90;
 /** Lift: how {@link brighten} lifts a dark photo. */
 type Lift = "gamma" | "gain";
 
-/**
- * brighten returns a copy of a dark photo whose mean luminance is lifted to about 45%, or
- * undefined when it is not dark: by a gamma curve (creases keep their contrast: a monotone curve)
- * or by a plain gain (highlights clip; the shadows' noise is lifted no more than the rest).
- */
-function brighten(rgb: Uint8Array, width: number, height: number, lift: Lift): Uint8Array | undefined {
-  const n = width * height;
+/** meanLuminance is a photo's mean luminance, 0-1, from at most about 65,536 of its pixels. */
+function meanLuminance(rgb: Uint8Array, n: number): number {
   const step = Math.max(1, Math.floor(n / 65536));
   let sum = 0;
   let count = 0;
@@ -171,7 +166,16 @@ function brighten(rgb: Uint8Array, width: number, height: number, lift: Lift): U
     sum += 0.299 * rgb[3 * i] + 0.587 * rgb[3 * i + 1] + 0.114 * rgb[3 * i + 2];
     count++;
   }
-  const mean = sum / count / 255;
+  return sum / count / 255;
+}
+
+/**
+ * brighten returns a copy of a dark photo of `n` pixels (mean luminance `mean`) lifted to a mean
+ * of about 45%, or undefined when it is not dark: by a gamma curve (creases keep their contrast: a
+ * monotone curve) or by a plain gain (highlights clip; the shadows' noise is lifted no more than
+ * the rest).
+ */
+function brighten(rgb: Uint8Array, n: number, mean: number, lift: Lift): Uint8Array | undefined {
   if (mean * 255 >= DARK || mean <= 0) return undefined;
   const gamma = Math.log(0.45) / Math.log(mean);
   const lut = new Uint8Array(256);
@@ -198,14 +202,17 @@ async function searchHand(
   height: number,
   tryOnce: (image: Uint8Array, search: Search) => Promise<HandDetection | null>,
 ): Promise<HandDetection | null> {
-  // By lift: the brightened copy, or null where the photo is not dark (no copy).
+  // The mean luminance, read once a search needs it; by lift, the brightened copy, or null where
+  // the photo is not dark (no copy).
+  let mean: number | undefined;
   const brightened = new Map<Lift, Uint8Array | null>();
   let back: HandDetection | null = null;
   for (const search of SEARCHES) {
     if ((search.afterBack && !back) || (search.noneSeen && back)) continue;
     let image = rgb;
     if (search.brighten) {
-      if (!brightened.has(search.brighten)) brightened.set(search.brighten, brighten(rgb, width, height, search.brighten) ?? null);
+      mean ??= meanLuminance(rgb, width * height);
+      if (!brightened.has(search.brighten)) brightened.set(search.brighten, brighten(rgb, width * height, mean, search.brighten) ?? null);
       const copy = brightened.get(search.brighten);
       if (!copy) continue;
       image = copy;
