@@ -44,23 +44,66 @@ export function agreement(mask: Uint8Array, width: number, height: number, box: 
 /** DEGRADES: what --degrade does to each photo before it is analysed, as a phone's worse photo would. */
 const DEGRADES = {
   /** Underexposed: a third of the light, with sensor noise (SD 2 of 255, seeded), saved as JPEG q90. */
-  dim: { scale: 1 },
+  dim: true,
   /** Saved again as JPEG at quality 15 (strong blocking, as a messaging app recompresses). */
-  jpeg: { scale: 1 },
+  jpeg: true,
   /** Half the size (320 x 320 from the set's 640 x 640): a palm 80-200 px across. */
-  small: { scale: 0.5 },
+  small: true,
+  /**
+   * A close-up: the square around the lines' boxes grown by CLOSEUP_MARGIN of its side, so the palm
+   * fills the frame and the fingers leave it, enlarged to 640 px (the photo a palmistry app gets most).
+   */
+  closeup: true,
 } as const;
 export type Degrade = keyof typeof DEGRADES;
 
-/** degraded is the photo `bytes` as --degrade `kind` makes it. */
-export async function degraded(bytes: Buffer, kind: Degrade): Promise<Buffer> {
-  if (kind === "jpeg") return sharp(bytes).jpeg({ quality: 15 }).toBuffer();
+/** SMALL: how --degrade small scales a photo. */
+const SMALL = 0.5;
+
+/** CLOSEUP_MARGIN: the close-up's square is the lines' boxes' larger side grown by this share on each side. */
+const CLOSEUP_MARGIN = 0.25;
+
+/** Degraded is a worse photo and where a box of the original lies in it. */
+export interface Degraded {
+  bytes: Buffer;
+  box: (box: Box) => Box;
+}
+
+/** closeup crops `bytes` to the square around `boxes` (see DEGRADES.closeup), black beyond the photo. */
+async function closeup(bytes: Buffer, boxes: Box[]): Promise<Degraded> {
+  if (boxes.length === 0) throw new RangeError("closeup: a close-up is cut around the lines' boxes; none given");
+  const x0 = Math.min(...boxes.map((b) => b[0]));
+  const y0 = Math.min(...boxes.map((b) => b[1]));
+  const x1 = Math.max(...boxes.map((b) => b[2]));
+  const y1 = Math.max(...boxes.map((b) => b[3]));
+  const side = Math.round(Math.max(x1 - x0, y1 - y0) * (1 + 2 * CLOSEUP_MARGIN));
+  const left = Math.round((x0 + x1 - side) / 2);
+  const top = Math.round((y0 + y1 - side) / 2);
+  // Pad first so the square may run past the photo's edge (black there, as a letterbox).
+  const pad = side;
+  const padded = await sharp(bytes).extend({ top: pad, bottom: pad, left: pad, right: pad, background: "#000" }).png().toBuffer();
+  const out = await sharp(padded)
+    .extract({ left: left + pad, top: top + pad, width: side, height: side })
+    .resize(640, 640)
+    .jpeg({ quality: 90 })
+    .toBuffer();
+  const k = 640 / side;
+  return { bytes: out, box: (b) => [(b[0] - left) * k, (b[1] - top) * k, (b[2] - left) * k, (b[3] - top) * k] };
+}
+
+/** degraded is the photo `bytes` as --degrade `kind` makes it; `boxes` are its lines' boxes (for closeup). */
+export async function degraded(bytes: Buffer, kind: Degrade, boxes: Box[] = []): Promise<Degraded> {
+  const same = (box: Box) => box;
+  if (kind === "closeup") return closeup(bytes, boxes);
+  if (kind === "jpeg") return { bytes: await sharp(bytes).jpeg({ quality: 15 }).toBuffer(), box: same };
   if (kind === "small") {
     const { width = 0 } = await sharp(bytes).metadata();
-    return sharp(bytes)
-      .resize(Math.round(width * DEGRADES.small.scale))
+    const k = SMALL;
+    const out = await sharp(bytes)
+      .resize(Math.round(width * k))
       .jpeg({ quality: 90 })
       .toBuffer();
+    return { bytes: out, box: (b) => b.map((v) => v * k) as Box };
   }
   const { data, info } = await sharp(bytes).removeAlpha().raw().toBuffer({ resolveWithObject: true });
   // A fixed-seed generator: the same noise on every run. Normal deviates by Box-Muller.
@@ -73,7 +116,7 @@ export async function degraded(bytes: Buffer, kind: Degrade): Promise<Buffer> {
     const n = Math.sqrt(-2 * Math.log(uniform())) * Math.cos(2 * Math.PI * uniform());
     data[i] = Math.max(0, Math.min(255, Math.round(data[i] / 3 + 2 * n)));
   }
-  return sharp(data, { raw: info }).jpeg({ quality: 90 }).toBuffer();
+  return { bytes: await sharp(data, { raw: info }).jpeg({ quality: 90 }).toBuffer(), box: same };
 }
 
 async function main(): Promise<number> {
@@ -114,7 +157,9 @@ async function main(): Promise<number> {
     for (const file of files) {
       const t0 = performance.now();
       const read = await readFile(join(BOX_DIR, "images", file));
-      const bytes = degrade ? await degraded(read, degrade) : read;
+      const lineBoxes = LINE_NAMES.map((line) => boxes.get(file)![line]).filter((b): b is Box => b !== undefined);
+      const worse = degrade ? await degraded(read, degrade, lineBoxes) : undefined;
+      const bytes = worse?.bytes ?? read;
       const result = await analyzer.analyze(bytes);
       ms += performance.now() - t0;
       const turned = values.turned ? await analyzer.analyze(await turned90(bytes)) : undefined;
@@ -127,7 +172,7 @@ async function main(): Promise<number> {
         }
         const given = boxes.get(file)![line];
         if (!given) continue;
-        const box = given.map((v) => v * (degrade ? DEGRADES[degrade].scale : 1)) as Box;
+        const box = worse ? worse.box(given) : given;
         total[line]++;
         const stats = result.stats[line];
         if (!stats.detected) {

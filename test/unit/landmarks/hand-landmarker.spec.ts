@@ -204,7 +204,7 @@ describe("createHandLandmarker()", () => {
   it.skipIf(!existsSync(join(BOX_DIR, "images", UNDEREXPOSED[0])))("finds the palm on underexposed photos", async () => {
     for (const file of UNDEREXPOSED) {
       expect(partOf(file)).not.toBe("eval");
-      const dim = await degraded(await readFile(join(BOX_DIR, "images", file)), "dim");
+      const { bytes: dim } = await degraded(await readFile(join(BOX_DIR, "images", file)), "dim");
       const { data, info } = await sharp(dim).removeAlpha().raw().toBuffer({ resolveWithObject: true });
       const d = await landmarker.detect(data, info.width, info.height);
       expect(d && facing(d), file).toBe("palm");
