@@ -17,6 +17,7 @@ import {
   PALM_ANCHORS,
   rectToImage,
   ssdAnchors,
+  transformRect,
   warpToTensor,
   weightedNms,
   type Point,
@@ -124,7 +125,9 @@ export function facing(detection: Pick<HandDetection, "landmarks" | "handedness"
  * is a palm only so). It comes last because it moves the landmarks of close-ups found before, and
  * not after a back because it read a back as a palm. Where a dark photo still shows no palm, the
  * same three again on a copy lifted by a plain gain instead of the gamma curve: an underexposed
- * photo's noise, lifted by the curve's steep foot, hides the hand (docs/decisions/palm-searches.md).
+ * photo's noise, lifted by the curve's steep foot, hides the hand. Last of all, where no search has
+ * shown a palm, the photo read as a palm that fills it ({@link FILLING}): a close-up whose fingers
+ * run past the frame, which the detector does not find (docs/decisions/palm-searches.md).
  */
 const SEARCHES: readonly Search[] = [
   { zoomOut: 1, brighten: false },
@@ -136,7 +139,18 @@ const SEARCHES: readonly Search[] = [
   { zoomOut: 1, brighten: "gain" },
   { zoomOut: 1.8, brighten: "gain" },
   { zoomOut: 2.2, brighten: "gain", padded: true },
+  { zoomOut: 1, brighten: false, filling: true },
 ];
+
+/**
+ * FILLING is the search for a palm that fills the photo, without the detector: the landmark model
+ * sees the photo shrunk into the middle-lower part of its crop (the crop `scale` times the photo's
+ * longer side, its centre `shift` of the crop's side from the photo's centre towards the fingers),
+ * black around it, once for each way up the fingers may point; the palm with the highest
+ * presence is kept. Chosen on the box set's training part as close-ups (`eval:boxes --degrade
+ * closeup`); pinned by hand-landmarker.spec "finds the palm that fills a close-up".
+ */
+const FILLING = { scale: 2.6, shift: 0.1, turns: [0, 0.5 * Math.PI, Math.PI, 1.5 * Math.PI] } as const;
 
 interface Search {
   /** The detector sees the photo this many times smaller, centred on black. */
@@ -149,6 +163,8 @@ interface Search {
   padded?: boolean;
   /** Only where no earlier search has found a hand, palm or back. */
   noneSeen?: boolean;
+  /** No detector: the photo read as a palm that fills it ({@link FILLING}). */
+  filling?: boolean;
 }
 
 /** A photo whose mean luminance is under DARK (of 255) is brightened for the fallback search. */
@@ -225,6 +241,13 @@ async function searchHand(
   return back;
 }
 
+/** LandmarkPass is one run of the landmark model: landmarks in image pixels, presence, P(MediaPipe's "Left"). */
+interface LandmarkPass {
+  landmarks: Point[];
+  presence: number;
+  handedness: number;
+}
+
 async function openSession(path: string, threads: number): Promise<ort.InferenceSession> {
   return ort.InferenceSession.create(path, {
     intraOpNumThreads: threads,
@@ -269,7 +292,7 @@ export async function createHandLandmarker(options: HandLandmarkerOptions = {}):
     };
   }
 
-  async function landmarkPass(rgb: Uint8Array, width: number, height: number, rect: RotatedRect, padded = false) {
+  async function landmarkPass(rgb: Uint8Array, width: number, height: number, rect: RotatedRect, padded = false): Promise<LandmarkPass> {
     const border = padded ? "zero" : "replicate";
     const input = warpToTensor(rgb, width, height, rect, { size: LANDMARK_SIZE, range: [0, 1], border });
     const r = await runLandmarks(input);
@@ -293,6 +316,7 @@ export async function createHandLandmarker(options: HandLandmarkerOptions = {}):
   }
 
   async function searchOnce(image: Uint8Array, width: number, height: number, search: Search, timings: HandTimings) {
+    if (search.filling) return searchFilling(image, width, height, timings);
     const { zoomOut, padded } = search;
     let t = performance.now();
     // Letterbox: the longer side (times the zoom-out) fills the detector input, centred, black padding.
@@ -312,10 +336,45 @@ export async function createHandLandmarker(options: HandLandmarkerOptions = {}):
     const [cx, cy] = toImage([best.cx, best.cy]);
     const palmRect = handRectFromPalm({ cx, cy, w: best.w * side, h: best.h * side }, best.keypoints.map(toImage));
     t = performance.now();
-    let pass = await landmarkPass(image, width, height, palmRect, padded);
+    const pass = await landmarkPass(image, width, height, palmRect, padded);
     timings.landmarks.push(performance.now() - t);
+    return refined(image, width, height, pass, padded ?? false, best.score, timings);
+  }
+
+  /** searchFilling: the {@link FILLING} crops, one per way up; the palm with the highest presence, refined. */
+  async function searchFilling(image: Uint8Array, width: number, height: number, timings: HandTimings) {
+    const side = Math.max(width, height);
+    let best: LandmarkPass | null = null;
+    for (const rotation of FILLING.turns) {
+      const rect = transformRect(
+        { cx: width / 2, cy: height / 2, width: side, height: side, rotation },
+        FILLING.scale,
+        0,
+        -FILLING.shift * FILLING.scale,
+      );
+      const t = performance.now();
+      const pass = await landmarkPass(image, width, height, rect, true);
+      timings.landmarks.push(performance.now() - t);
+      const palm = facing({ landmarks: pass.landmarks, ...handednessFromModel(pass.handedness) }) === "palm";
+      if (palm && pass.presence >= minPresence && (!best || pass.presence > best.presence)) best = pass;
+    }
+    // No detector ran: its score is reported as 0.
+    return best ? refined(image, width, height, best, true, 0, timings) : null;
+  }
+
+  /** refined runs the landmark model once more in the rect a first pass's landmarks give (MediaPipe's re-crop). */
+  async function refined(
+    image: Uint8Array,
+    width: number,
+    height: number,
+    first: LandmarkPass,
+    padded: boolean,
+    detectionScore: number,
+    timings: HandTimings,
+  ): Promise<HandDetection | null> {
+    let pass = first;
     if (refine && pass.presence >= minPresence) {
-      t = performance.now();
+      const t = performance.now();
       const second = await landmarkPass(image, width, height, handRectFromLandmarks(pass.landmarks), padded);
       timings.landmarks.push(performance.now() - t);
       if (second.presence >= minPresence) pass = second;
@@ -325,7 +384,7 @@ export async function createHandLandmarker(options: HandLandmarkerOptions = {}):
       landmarks: pass.landmarks,
       ...handednessFromModel(pass.handedness),
       presence: pass.presence,
-      detectionScore: best.score,
+      detectionScore,
     };
   }
 
