@@ -129,9 +129,11 @@ async function main(): Promise<number> {
       degrade: { type: "string" },
     },
   });
-  const degrade = values.degrade as Degrade | undefined;
-  if (degrade !== undefined && !(degrade in DEGRADES)) {
-    console.error(`eval-boxes: --degrade is one of ${Object.keys(DEGRADES).join(", ")}`);
+  // --degrade closeup+dim: each in turn, the boxes moved with the photo.
+  const degrade = values.degrade;
+  const steps = (degrade?.split("+") ?? []) as Degrade[];
+  if (steps.some((kind) => !(kind in DEGRADES))) {
+    console.error(`eval-boxes: --degrade is one of ${Object.keys(DEGRADES).join(", ")}, or several joined by +`);
     return 2;
   }
   if (!existsSync(join(BOX_DIR, "boxes.csv"))) {
@@ -158,8 +160,14 @@ async function main(): Promise<number> {
       const t0 = performance.now();
       const read = await readFile(join(BOX_DIR, "images", file));
       const lineBoxes = LINE_NAMES.map((line) => boxes.get(file)![line]).filter((b): b is Box => b !== undefined);
-      const worse = degrade ? await degraded(read, degrade, lineBoxes) : undefined;
-      const bytes = worse?.bytes ?? read;
+      let bytes: Buffer = read;
+      let moved = (box: Box) => box;
+      for (const kind of steps) {
+        const step = await degraded(bytes, kind, lineBoxes.map(moved));
+        const before = moved;
+        bytes = step.bytes;
+        moved = (box) => step.box(before(box));
+      }
       const result = await analyzer.analyze(bytes);
       ms += performance.now() - t0;
       const turned = values.turned ? await analyzer.analyze(await turned90(bytes)) : undefined;
@@ -172,7 +180,7 @@ async function main(): Promise<number> {
         }
         const given = boxes.get(file)![line];
         if (!given) continue;
-        const box = worse ? worse.box(given) : given;
+        const box = moved(given);
         total[line]++;
         const stats = result.stats[line];
         if (!stats.detected) {
