@@ -144,6 +144,7 @@ async function main(): Promise<number> {
   const analyzer = await createAnalyzer({ modelPath: values.model, workers: 1 });
   const files = [...boxes.keys()].sort();
   let palms = 0;
+  let fingersOut = 0;
   let ms = 0;
   const agree = { heart: 0, head: 0, life: 0 } as Record<LineName, number>;
   const total = { heart: 0, head: 0, life: 0 } as Record<LineName, number>;
@@ -172,6 +173,7 @@ async function main(): Promise<number> {
       ms += performance.now() - t0;
       const turned = values.turned ? await analyzer.analyze(await turned90(bytes)) : undefined;
       if (result.reason !== "no_hand") palms++;
+      if (result.hand && !result.hand.shape.fingersInPhoto) fingersOut++;
       const row: string[] = [];
       for (const line of LINE_NAMES) {
         if (turned) {
@@ -208,6 +210,7 @@ async function main(): Promise<number> {
   console.log(
     `\npalm found: ${palms}/${files.length} (${pct(palms, files.length)}); mean engine time ${Math.round(ms / Math.max(1, files.length))} ms`,
   );
+  console.log(`hands whose fingertips lie outside the photo (finger values estimated): ${fingersOut}`);
   console.log(
     `${"line".padEnd(6)} ${"agrees".padStart(14)} ${"drawn wrong".padStart(12)} ${"not detected".padStart(13)} ${"thickness".padStart(10)}`,
   );

@@ -183,7 +183,8 @@ function showTraits(stats, headLife, shape) {
     : "";
   $("hand-shape").textContent = shape
     ? `Hand shape: ${shape.hand_type} hand, ${shape.palm} palm (length ${shape.palm_ratio.toFixed(2)} x its width), ` +
-      `${shape.finger_length} fingers (middle ${shape.fingers.middle.toFixed(2)} x the palm), index/ring ${shape.index_ring_ratio.toFixed(2)}.`
+      `${shape.finger_length} fingers (middle ${shape.fingers.middle.toFixed(2)} x the palm), index/ring ${shape.index_ring_ratio.toFixed(2)}.` +
+      (shape.fingers_in_photo ? "" : " The fingertips are outside the photo: the finger values are estimates.")
     : "";
 }
 

@@ -77,6 +77,8 @@ export interface HandShape {
   /** Index length / ring length. */
   indexRingRatio: number;
   handType: "earth" | "air" | "fire" | "water";
+  /** Every fingertip (4, 8, 12, 16, 20) inside the photo; else the finger values are estimates beyond its edge. */
+  fingersInPhoto: boolean;
 }
 
 /**

@@ -21,6 +21,9 @@ const FINGERS = {
   little: [17, 18, 19, 20],
 } as const;
 
+/** The fingertips' landmarks, thumb to little finger. */
+const FINGERTIPS = [4, 8, 12, 16, 20] as const;
+
 const dist = (a: Point, b: Point) => Math.hypot(a[0] - b[0], a[1] - b[1]);
 const round = (x: number, decimals: number) => Math.round(x * 10 ** decimals) / 10 ** decimals;
 
@@ -29,9 +32,10 @@ const round = (x: number, decimals: number) => Math.round(x * 10 ** decimals) / 
  * |0 - 9|, palm ratio over the knuckle span |5 - 17|, each finger's length along its joints over
  * the palm length, index over ring, and the element hand from the palm (square or long) and the
  * middle finger (short or long). Lengths are as the photo shows them: a finger bent toward the
- * camera reads shorter.
+ * camera reads shorter. `width` x `height` is the photo the landmarks lie in: a fingertip outside
+ * it (a close-up) makes the finger values estimates, and `fingersInPhoto` says so.
  */
-export function handShape(landmarks: readonly Point[]): HandShape {
+export function handShape(landmarks: readonly Point[], width: number, height: number): HandShape {
   const palmLength = dist(landmarks[WRIST], landmarks[MIDDLE_MCP]);
   const span = dist(landmarks[INDEX_MCP], landmarks[PINKY_MCP]);
   const along = (ids: readonly number[]) => {
@@ -59,5 +63,8 @@ export function handShape(landmarks: readonly Point[]): HandShape {
     fingerLength,
     indexRingRatio: ring > 0 ? round(along(FINGERS.index) / ring, 3) : 0,
     handType: palm === "square" ? (fingerLength === "short" ? "earth" : "air") : fingerLength === "short" ? "fire" : "water",
+    fingersInPhoto: FINGERTIPS.every(
+      (i) => landmarks[i][0] >= 0 && landmarks[i][0] <= width && landmarks[i][1] >= 0 && landmarks[i][1] <= height,
+    ),
   };
 }

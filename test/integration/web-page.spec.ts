@@ -92,6 +92,8 @@ async function expectPageShowsApiAnswer(page: Page, file: string, screenshot: st
   expect(await page.textContent("#hand-shape")).toEqual(
     shape ? expect.stringContaining(`${shape.hand_type} hand, ${shape.palm} palm`) : "",
   );
+  // The page says when the finger values are estimates (fingertips beyond the photo's edge).
+  if (shape) expect((await page.textContent("#hand-shape"))?.includes("outside the photo")).toBe(!shape.fingers_in_photo);
   const hl = expected.results.head_life_start;
   expect(await page.textContent("#head-life")).toEqual(hl ? expect.stringContaining(hl.joined ? "joined" : "apart") : "");
   // The overlay is the API's JPEG, decoded by the browser at the photo's size; each mask canvas too.

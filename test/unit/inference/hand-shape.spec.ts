@@ -43,12 +43,15 @@ function turn(points: Point[], deg: number, mirror = false): Point[] {
   });
 }
 
+/** The photo the synthetic hands lie in (width, height): wide enough for every unturned hand here. */
+const PHOTO = [1000, 1000] as const;
+
 describe("handShape()", () => {
   it("measures palm length, ratio and each finger within 0.5%, on a turned and mirrored photo alike", () => {
     const fingers = { thumb: 130, index: 190, middle: 210, ring: 200, little: 150 };
     const lm = hand(240, 160, fingers);
     for (const pts of [lm, turn(lm, 37), turn(lm, -120, true)]) {
-      const s = handShape(pts);
+      const s = handShape(pts, ...PHOTO);
       expect(s.palmLength).toBeCloseTo(240, 0);
       expect(s.palmRatio).toBeCloseTo(1.5, 2);
       expect(s.fingers.index).toBeCloseTo(190 / 240, 2);
@@ -68,7 +71,10 @@ describe("handShape()", () => {
   ])(
     "calls a palm $palm long and $width wide with a middle finger of $middle a $type hand",
     ({ palm, width, middle, type, shape, fingers }) => {
-      const s = handShape(hand(palm, width, { thumb: 120, index: middle * 0.9, middle, ring: middle * 0.93, little: middle * 0.75 }));
+      const s = handShape(
+        hand(palm, width, { thumb: 120, index: middle * 0.9, middle, ring: middle * 0.93, little: middle * 0.75 }),
+        ...PHOTO,
+      );
       expect(s.palm).toBe(shape);
       expect(s.fingerLength).toBe(fingers);
       expect(s.handType).toBe(type);
@@ -77,9 +83,19 @@ describe("handShape()", () => {
 
   it("puts the palm and finger boundaries where docs/api.md says: ratio 1.5, middle finger 1.0 palm", () => {
     const f = (middle: number) => ({ thumb: 100, index: 150, middle, ring: 150, little: 120 });
-    expect(handShape(hand(1.49 * 160, 160, f(100))).palm).toBe("square");
-    expect(handShape(hand(1.51 * 160, 160, f(100))).palm).toBe("long");
-    expect(handShape(hand(200, 160, f(199))).fingerLength).toBe("short");
-    expect(handShape(hand(200, 160, f(201))).fingerLength).toBe("long");
+    expect(handShape(hand(1.49 * 160, 160, f(100)), ...PHOTO).palm).toBe("square");
+    expect(handShape(hand(1.51 * 160, 160, f(100)), ...PHOTO).palm).toBe("long");
+    expect(handShape(hand(200, 160, f(199)), ...PHOTO).fingerLength).toBe("short");
+    expect(handShape(hand(200, 160, f(201)), ...PHOTO).fingerLength).toBe("long");
+  });
+
+  it("says whether every fingertip lies in the photo: a close-up's fingers are estimates", () => {
+    const lm = hand(240, 160, { thumb: 130, index: 190, middle: 210, ring: 200, little: 150 });
+    expect(handShape(lm, ...PHOTO).fingersInPhoto).toBe(true);
+    // The photo cut 250 px below its top: the middle fingertip (y 190) is above it.
+    const cut = lm.map(([x, y]): Point => [x, y - 250]);
+    expect(handShape(cut, 1000, 750).fingersInPhoto).toBe(false);
+    // Only the thumb's tip (x 718; the other tips at most 580) past the right edge of a photo 700 wide.
+    expect(handShape(lm, 700, 1000).fingersInPhoto).toBe(false);
   });
 });

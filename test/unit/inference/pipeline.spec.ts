@@ -250,6 +250,25 @@ describe("analyzeImage()", () => {
     expect(masksOnly.result.overlay.byteLength).toBe(0);
   });
 
+  it("says whether the fingertips lie in the photo: beyond its edge, the finger values are estimates", async () => {
+    const { truth, w, h } = await upscaledTruth("scene-0", 1);
+    const pose = whole(w, h);
+    const model = oracle(truth, w, h, pose);
+    const hands = fakeHands(pose, w);
+    const inside = await analyzeImage(fixtureImage("scene-0"), engine(model, hands));
+    expect(inside.result.hand?.shape.fingersInPhoto).toBe(true);
+    // The same hand with its middle fingertip (12) placed above the photo, as on a close-up.
+    const cut: HandDetector = {
+      async detect(rgb, width, height) {
+        const d = await hands.detect(rgb, width, height);
+        return d && { ...d, landmarks: d.landmarks.map((p, i): Point => (i === 12 ? [p[0], -4] : p)) };
+      },
+    };
+    const outside = await analyzeImage(fixtureImage("scene-0"), engine(model, cut));
+    expect(outside.result.hand?.shape.fingersInPhoto).toBe(false);
+    expect(outside.result.reason).toBe("");
+  });
+
   it("reports no hand and runs no line model when no hand is found", async () => {
     const { truth, w, h } = await upscaledTruth("crop-0", 1);
     const model = oracle(truth, w, h, whole(w, h));
