@@ -67,8 +67,8 @@ export interface EngineAbRow {
 
 /**
  * engineAb times this checkout's analyzeImage() against the one in `dir`, `rounds` alternating
- * rounds after an untimed warm-up, on the README sample at 12 MP and 1 MP and, when present, the real
- * 12 MP photo IMG_0384.jpg of ../shared/real-palms.
+ * rounds after an untimed warm-up, on the README sample at 12 MP and 1 MP, a photo without a hand at
+ * 1 MP and, when present, the real 12 MP photo IMG_0384.jpg of ../shared/real-palms.
  */
 export async function engineAb(dir: string, rounds: number): Promise<EngineAbRow[]> {
   sharp.cache(false);
@@ -77,6 +77,9 @@ export async function engineAb(dir: string, rounds: number): Promise<EngineAbRow
     { name: "sample x 12 MP", bytes: await sharp(sample).resize(3024, 4032, { kernel: "lanczos3" }).jpeg({ quality: 92 }).toBuffer() },
     { name: "sample x 1 MP", bytes: await sharp(sample).resize(864, 1152, { kernel: "lanczos3" }).jpeg({ quality: 92 }).toBuffer() },
   ];
+  // A photo without a hand runs every palm search before it is answered no_hand: what the last search costs.
+  const noHand = readFileSync(new URL("../test/fixtures/palms/negative-background.jpg", import.meta.url));
+  workloads.push({ name: "no hand x 1 MP", bytes: await sharp(noHand).resize(1152, 864, { fit: "fill" }).jpeg({ quality: 92 }).toBuffer() });
   const real = resolve(new URL(".", import.meta.url).pathname, "../../shared/real-palms/IMG_0384.jpg");
   if (existsSync(real)) workloads.push({ name: "IMG_0384 (12 MP)", bytes: readFileSync(real) });
   const sides = [await thisSide(), await otherSide(resolve(dir))];

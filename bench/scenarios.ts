@@ -530,7 +530,7 @@ const AB_THROUGHPUT: Scenario = {
 
 const ENGINE_AB: Scenario = {
   name: "engine-ab",
-  workload: "README sample at 12 MP and 1 MP (+ IMG_0384 of ../shared/real-palms when present)",
+  workload: "README sample at 12 MP and 1 MP, a photo without a hand at 1 MP (+ IMG_0384 of ../shared/real-palms when present)",
   protocol: "none (engine in-process)",
   concurrency: "1",
   server: "none: this checkout's engine against --a DIR's",
