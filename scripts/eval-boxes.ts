@@ -145,6 +145,7 @@ async function main(): Promise<number> {
   const files = [...boxes.keys()].sort();
   let palms = 0;
   let fingersOut = 0;
+  let backs = 0;
   let ms = 0;
   const agree = { heart: 0, head: 0, life: 0 } as Record<LineName, number>;
   const total = { heart: 0, head: 0, life: 0 } as Record<LineName, number>;
@@ -172,7 +173,9 @@ async function main(): Promise<number> {
       const result = await analyzer.analyze(bytes);
       ms += performance.now() - t0;
       const turned = values.turned ? await analyzer.analyze(await turned90(bytes)) : undefined;
+      // "palm found" counts a hand read as its back too (as the model card's history does); backs says how many.
       if (result.reason !== "no_hand") palms++;
+      if (result.reason === "back_of_hand") backs++;
       if (result.hand && !result.hand.shape.fingersInPhoto) fingersOut++;
       const row: string[] = [];
       for (const line of LINE_NAMES) {
@@ -208,7 +211,7 @@ async function main(): Promise<number> {
   }
   const pct = (a: number, b: number) => `${((100 * a) / Math.max(1, b)).toFixed(1)}%`;
   console.log(
-    `\npalm found: ${palms}/${files.length} (${pct(palms, files.length)}); mean engine time ${Math.round(ms / Math.max(1, files.length))} ms`,
+    `\npalm found: ${palms}/${files.length} (${pct(palms, files.length)}), ${backs} of them read as the back of a hand; mean engine time ${Math.round(ms / Math.max(1, files.length))} ms`,
   );
   console.log(`hands whose fingertips lie outside the photo (finger values estimated): ${fingersOut}`);
   console.log(
