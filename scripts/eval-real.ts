@@ -5,8 +5,8 @@
  *
  *     npm run eval:real [-- --out dir] [--model path] [--detail]
  *
- * Every photo is scored as taken and in four variants: mirrored, and turned by 90, 180 and 270
- * degrees (the annotations turn with it). Per line: detected; mean distance from the mask pixels
+ * Every photo is scored as taken and in five variants: mirrored, turned by 90, 180 and 270
+ * degrees, and a close-up cut around its lines (the annotations move with it). Per line: detected; mean distance from the mask pixels
  * to the annotated polyline, as a fraction of `palm_width_px`; coverage = share of the polyline
  * (sampled every pixel) with a mask pixel within 4% of the palm width; localised = detected &&
  * mean distance <= 4% && coverage >= 60%. Handedness is checked against the annotation's own
@@ -56,16 +56,41 @@ const NON_PALM = [
 /** Variant is one way the photo may have been taken: the transform of the pixels and of a point. */
 interface Variant {
   name: string;
-  apply(img: Sharp): Sharp;
-  point(p: Point, w: number, h: number): Point;
+  apply(img: Sharp, a: RealAnnotation): Sharp;
+  point(p: Point, a: RealAnnotation): Point;
+}
+
+/**
+ * closeUp is the square of a close-up of `a` (as `eval:boxes --degrade closeup` cuts one): around
+ * its annotated lines, grown by a quarter of its side on each side, moved to lie inside the photo.
+ */
+function closeUp(a: RealAnnotation): { left: number; top: number; side: number } {
+  const pts = LINE_NAMES.flatMap((line) => a.lines[line]?.points ?? []);
+  const [xs, ys] = [pts.map((p) => p[0]), pts.map((p) => p[1])];
+  const [x0, x1, y0, y1] = [Math.min(...xs), Math.max(...xs), Math.min(...ys), Math.max(...ys)];
+  const side = Math.min(a.width, a.height, Math.round(1.5 * Math.max(x1 - x0, y1 - y0)));
+  const inside = (v: number, room: number) => Math.max(0, Math.min(room - side, Math.round(v - side / 2)));
+  return { left: inside((x0 + x1) / 2, a.width), top: inside((y0 + y1) / 2, a.height), side };
 }
 
 const VARIANTS: Variant[] = [
   { name: "as taken", apply: (i) => i, point: (p) => p },
-  { name: "mirrored", apply: (i) => i.flop(), point: ([x, y], w) => [w - x, y] },
-  { name: "turned 90", apply: (i) => i.rotate(90), point: ([x, y], _w, h) => [h - y, x] },
-  { name: "turned 180", apply: (i) => i.rotate(180), point: ([x, y], w, h) => [w - x, h - y] },
-  { name: "turned 270", apply: (i) => i.rotate(270), point: ([x, y], w) => [y, w - x] },
+  { name: "mirrored", apply: (i) => i.flop(), point: ([x, y], a) => [a.width - x, y] },
+  { name: "turned 90", apply: (i) => i.rotate(90), point: ([x, y], a) => [a.height - y, x] },
+  { name: "turned 180", apply: (i) => i.rotate(180), point: ([x, y], a) => [a.width - x, a.height - y] },
+  { name: "turned 270", apply: (i) => i.rotate(270), point: ([x, y], a) => [y, a.width - x] },
+  // The palm filling the frame, the fingers cut off, at the photo's own resolution (the palm width keeps its pixels).
+  {
+    name: "close-up",
+    apply: (i, a) => {
+      const { left, top, side } = closeUp(a);
+      return i.extract({ left, top, width: side, height: side });
+    },
+    point: ([x, y], a) => {
+      const { left, top } = closeUp(a);
+      return [x - left, y - top];
+    },
+  },
 ];
 
 type Annotation = RealAnnotation & { lines: Record<LineName, { points: Point[]; confidence: string }> };
@@ -220,7 +245,7 @@ async function main(): Promise<number> {
       for (const a of annotations.images) {
         const original = await readFile(join(REAL, a.file));
         const bytes =
-          variant.name === "as taken" ? original : await variant.apply(sharp(original).rotate()).jpeg({ quality: 95 }).toBuffer();
+          variant.name === "as taken" ? original : await variant.apply(sharp(original).rotate(), a).jpeg({ quality: 95 }).toBuffer();
         const t0 = performance.now();
         const result = await analyzer.analyze(bytes);
         ms += performance.now() - t0;
@@ -230,7 +255,7 @@ async function main(): Promise<number> {
         if (variant.name === "as taken") asTaken.set(a.file, result.stats);
         for (const line of LINE_NAMES) {
           if (variant.name !== "as taken") turn.add(asTaken.get(a.file)?.[line].traits, result.stats[line].traits);
-          const pts = a.lines[line].points.map((p) => variant.point(p, a.width, a.height));
+          const pts = a.lines[line].points.map((p) => variant.point(p, a));
           const { data } = await sharp(result.masks[line]).toColourspace("b-w").raw().toBuffer({ resolveWithObject: true });
           const s = scoreLine(data, result.width, result.height, pts, a.palm_width_px, result.stats[line].detected);
           if (s.localised) count[line]++;
