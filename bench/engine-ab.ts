@@ -79,7 +79,10 @@ export async function engineAb(dir: string, rounds: number): Promise<EngineAbRow
   ];
   // A photo without a hand runs every palm search before it is answered no_hand: what the last search costs.
   const noHand = readFileSync(new URL("../test/fixtures/palms/negative-background.jpg", import.meta.url));
-  workloads.push({ name: "no hand x 1 MP", bytes: await sharp(noHand).resize(1152, 864, { fit: "fill" }).jpeg({ quality: 92 }).toBuffer() });
+  workloads.push({
+    name: "no hand x 1 MP",
+    bytes: await sharp(noHand).resize(1152, 864, { fit: "fill" }).jpeg({ quality: 92 }).toBuffer(),
+  });
   const real = resolve(new URL(".", import.meta.url).pathname, "../../shared/real-palms/IMG_0384.jpg");
   if (existsSync(real)) workloads.push({ name: "IMG_0384 (12 MP)", bytes: readFileSync(real) });
   const sides = [await thisSide(), await otherSide(resolve(dir))];

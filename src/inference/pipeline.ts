@@ -218,7 +218,12 @@ export async function analyzeImage(
     const sx = width / small.width;
     const sy = height / small.height;
     const landmarks = found.landmarks.map(([x, y]): Point => [round(x * sx, 1), round(y * sy, 1)]);
-    hand = { handedness: found.handedness, landmarks, palmWidth: round(palmWidth(landmarks), 1), shape: handShape(landmarks, width, height) };
+    hand = {
+      handedness: found.handedness,
+      landmarks,
+      palmWidth: round(palmWidth(landmarks), 1),
+      shape: handShape(landmarks, width, height),
+    };
     if (facing(hand) === "back") {
       reason = "back_of_hand";
     } else {
