@@ -6,8 +6,9 @@
  *     npm run eval:real [-- --out dir] [--model path] [--detail]
  *
  * Every photo is scored as taken and in five variants: mirrored, turned by 90, 180 and 270
- * degrees, and a close-up cut around its lines (the annotations move with it). Per line: detected; mean distance from the mask pixels
- * to the annotated polyline, as a fraction of `palm_width_px`; coverage = share of the polyline
+ * degrees, and a close-up cut around its lines (the annotations move with it). Per line:
+ * detected; mean distance from the mask pixels to the annotated polyline, as a fraction of
+ * `palm_width_px`; coverage = share of the polyline
  * (sampled every pixel) with a mask pixel within 4% of the palm width; localised = detected &&
  * mean distance <= 4% && coverage >= 60%. Handedness is checked against the annotation's own
  * geometry (which side of the palm the head line starts on). Traits moved: per variant, the lines
