@@ -69,16 +69,26 @@ export interface Degraded {
   box: (box: Box) => Box;
 }
 
+/**
+ * closeupSquare is a close-up's square around the bounds [x0, y0, x1, y1] of a palm's lines (see
+ * DEGRADES.closeup): its centre and side; eval-real.ts cuts its close-ups by it too.
+ */
+export function closeupSquare([x0, y0, x1, y1]: Box): { cx: number; cy: number; side: number } {
+  return { cx: (x0 + x1) / 2, cy: (y0 + y1) / 2, side: Math.round(Math.max(x1 - x0, y1 - y0) * (1 + 2 * CLOSEUP_MARGIN)) };
+}
+
 /** closeup crops `bytes` to the square around `boxes` (see DEGRADES.closeup), black beyond the photo. */
 async function closeup(bytes: Buffer, boxes: Box[]): Promise<Degraded> {
   if (boxes.length === 0) throw new RangeError("closeup: a close-up is cut around the lines' boxes; none given");
-  const x0 = Math.min(...boxes.map((b) => b[0]));
-  const y0 = Math.min(...boxes.map((b) => b[1]));
-  const x1 = Math.max(...boxes.map((b) => b[2]));
-  const y1 = Math.max(...boxes.map((b) => b[3]));
-  const side = Math.round(Math.max(x1 - x0, y1 - y0) * (1 + 2 * CLOSEUP_MARGIN));
-  const left = Math.round((x0 + x1 - side) / 2);
-  const top = Math.round((y0 + y1 - side) / 2);
+  const bounds: Box = [
+    Math.min(...boxes.map((b) => b[0])),
+    Math.min(...boxes.map((b) => b[1])),
+    Math.max(...boxes.map((b) => b[2])),
+    Math.max(...boxes.map((b) => b[3])),
+  ];
+  const { cx, cy, side } = closeupSquare(bounds);
+  const left = Math.round(cx - side / 2);
+  const top = Math.round(cy - side / 2);
   // Pad first so the square may run past the photo's edge (black there, as a letterbox).
   const pad = side;
   const padded = await sharp(bytes).extend({ top: pad, bottom: pad, left: pad, right: pad, background: "#000" }).png().toBuffer();
@@ -98,12 +108,11 @@ export async function degraded(bytes: Buffer, kind: Degrade, boxes: Box[] = []):
   if (kind === "jpeg") return { bytes: await sharp(bytes).jpeg({ quality: 15 }).toBuffer(), box: same };
   if (kind === "small") {
     const { width = 0 } = await sharp(bytes).metadata();
-    const k = SMALL;
     const out = await sharp(bytes)
-      .resize(Math.round(width * k))
+      .resize(Math.round(width * SMALL))
       .jpeg({ quality: 90 })
       .toBuffer();
-    return { bytes: out, box: (b) => b.map((v) => v * k) as Box };
+    return { bytes: out, box: (b) => b.map((v) => v * SMALL) as Box };
   }
   const { data, info } = await sharp(bytes).removeAlpha().raw().toBuffer({ resolveWithObject: true });
   // A fixed-seed generator: the same noise on every run. Normal deviates by Box-Muller.
@@ -162,13 +171,14 @@ async function main(): Promise<number> {
       const t0 = performance.now();
       const read = await readFile(join(BOX_DIR, "images", file));
       const lineBoxes = LINE_NAMES.map((line) => boxes.get(file)![line]).filter((b): b is Box => b !== undefined);
+      // placed: where a box of the photo read lies in the photo analysed, through every step.
       let bytes: Buffer = read;
-      let moved = (box: Box) => box;
+      let placed = (box: Box) => box;
       for (const kind of steps) {
-        const step = await degraded(bytes, kind, lineBoxes.map(moved));
-        const before = moved;
+        const step = await degraded(bytes, kind, lineBoxes.map(placed));
+        const before = placed;
         bytes = step.bytes;
-        moved = (box) => step.box(before(box));
+        placed = (box) => step.box(before(box));
       }
       const result = await analyzer.analyze(bytes);
       ms += performance.now() - t0;
@@ -185,7 +195,7 @@ async function main(): Promise<number> {
         }
         const given = boxes.get(file)![line];
         if (!given) continue;
-        const box = moved(given);
+        const box = placed(given);
         total[line]++;
         const stats = result.stats[line];
         if (!stats.detected) {

@@ -27,6 +27,7 @@ import { parseArgs } from "node:util";
 import sharp, { type Sharp } from "sharp";
 import { type AnalysisResult, LINE_NAMES, type LineName } from "../src/inference/analyzer-types.js";
 import { createAnalyzer } from "../src/inference/analyzer.js";
+import { closeupSquare } from "./eval-boxes.js";
 import { polylineDistance, REAL_DIR as REAL, type RealAnnotation, readRealAnnotations, trueHandedness } from "./real-palms.js";
 import { TurnTally } from "./trait-stability.js";
 
@@ -68,10 +69,10 @@ interface Variant {
 function closeUp(a: RealAnnotation): { left: number; top: number; side: number } {
   const pts = LINE_NAMES.flatMap((line) => a.lines[line]?.points ?? []);
   const [xs, ys] = [pts.map((p) => p[0]), pts.map((p) => p[1])];
-  const [x0, x1, y0, y1] = [Math.min(...xs), Math.max(...xs), Math.min(...ys), Math.max(...ys)];
-  const side = Math.min(a.width, a.height, Math.round(1.5 * Math.max(x1 - x0, y1 - y0)));
+  const square = closeupSquare([Math.min(...xs), Math.min(...ys), Math.max(...xs), Math.max(...ys)]);
+  const side = Math.min(a.width, a.height, square.side);
   const inside = (v: number, room: number) => Math.max(0, Math.min(room - side, Math.round(v - side / 2)));
-  return { left: inside((x0 + x1) / 2, a.width), top: inside((y0 + y1) / 2, a.height), side };
+  return { left: inside(square.cx, a.width), top: inside(square.cy, a.height), side };
 }
 
 const VARIANTS: Variant[] = [
