@@ -54,6 +54,11 @@ const DEGRADES = {
    * fills the frame and the fingers leave it, enlarged to 640 px (the photo a palmistry app gets most).
    */
   closeup: true,
+  /**
+   * A tight close-up: the same square grown by only TIGHT_MARGIN, so the frame ends near the palm's
+   * own edges (the finger bases and the wrist crease at or past them), as a phone held close takes it.
+   */
+  tight: true,
 } as const;
 export type Degrade = keyof typeof DEGRADES;
 
@@ -62,6 +67,8 @@ const SMALL = 0.5;
 
 /** CLOSEUP_MARGIN: the close-up's square is the lines' boxes' larger side grown by this share on each side. */
 const CLOSEUP_MARGIN = 0.25;
+/** TIGHT_MARGIN: the same for a tight close-up. */
+const TIGHT_MARGIN = 0.1;
 
 /** Degraded is a worse photo and where a box of the original lies in it. */
 export interface Degraded {
@@ -73,12 +80,12 @@ export interface Degraded {
  * closeupSquare is a close-up's square around the bounds [x0, y0, x1, y1] of a palm's lines (see
  * DEGRADES.closeup): its centre and side; eval-real.ts cuts its close-ups by it too.
  */
-export function closeupSquare([x0, y0, x1, y1]: Box): { cx: number; cy: number; side: number } {
-  return { cx: (x0 + x1) / 2, cy: (y0 + y1) / 2, side: Math.round(Math.max(x1 - x0, y1 - y0) * (1 + 2 * CLOSEUP_MARGIN)) };
+export function closeupSquare([x0, y0, x1, y1]: Box, margin = CLOSEUP_MARGIN): { cx: number; cy: number; side: number } {
+  return { cx: (x0 + x1) / 2, cy: (y0 + y1) / 2, side: Math.round(Math.max(x1 - x0, y1 - y0) * (1 + 2 * margin)) };
 }
 
-/** closeup crops `bytes` to the square around `boxes` (see DEGRADES.closeup), black beyond the photo. */
-async function closeup(bytes: Buffer, boxes: Box[]): Promise<Degraded> {
+/** closeup crops `bytes` to the square around `boxes` grown by `margin` (see DEGRADES.closeup), black beyond the photo. */
+async function closeup(bytes: Buffer, boxes: Box[], margin: number): Promise<Degraded> {
   if (boxes.length === 0) throw new RangeError("closeup: a close-up is cut around the lines' boxes; none given");
   const bounds: Box = [
     Math.min(...boxes.map((b) => b[0])),
@@ -86,7 +93,7 @@ async function closeup(bytes: Buffer, boxes: Box[]): Promise<Degraded> {
     Math.max(...boxes.map((b) => b[2])),
     Math.max(...boxes.map((b) => b[3])),
   ];
-  const { cx, cy, side } = closeupSquare(bounds);
+  const { cx, cy, side } = closeupSquare(bounds, margin);
   const left = Math.round(cx - side / 2);
   const top = Math.round(cy - side / 2);
   // Pad first so the square may run past the photo's edge (black there, as a letterbox).
@@ -101,10 +108,11 @@ async function closeup(bytes: Buffer, boxes: Box[]): Promise<Degraded> {
   return { bytes: out, box: (b) => [(b[0] - left) * k, (b[1] - top) * k, (b[2] - left) * k, (b[3] - top) * k] };
 }
 
-/** degraded is the photo `bytes` as --degrade `kind` makes it; `boxes` are its lines' boxes (for closeup). */
+/** degraded is the photo `bytes` as --degrade `kind` makes it; `boxes` are its lines' boxes (for closeup and tight). */
 export async function degraded(bytes: Buffer, kind: Degrade, boxes: Box[] = []): Promise<Degraded> {
   const same = (box: Box) => box;
-  if (kind === "closeup") return closeup(bytes, boxes);
+  if (kind === "closeup") return closeup(bytes, boxes, CLOSEUP_MARGIN);
+  if (kind === "tight") return closeup(bytes, boxes, TIGHT_MARGIN);
   if (kind === "jpeg") return { bytes: await sharp(bytes).jpeg({ quality: 15 }).toBuffer(), box: same };
   if (kind === "small") {
     const { width = 0 } = await sharp(bytes).metadata();

@@ -114,6 +114,33 @@ export function facing(detection: Pick<HandDetection, "landmarks" | "handedness"
   return palmChirality(detection.landmarks) === detection.handedness ? "palm" : "back";
 }
 
+/** FILL_TURNS: the ways up the fingers may point in a {@link Filling} search. */
+const FILL_TURNS = [0, 0.5 * Math.PI, Math.PI, 1.5 * Math.PI] as const;
+/**
+ * TIGHT_TURNS: how many ways up a later filling search tries, those where the first filling search
+ * saw the highest presence: on the training part's tight close-ups the later searches' palms lie in
+ * its first or second (docs/decisions/palm-searches.md), and a photo without a hand pays half.
+ */
+const TIGHT_TURNS = 2;
+
+/**
+ * Filling is a search for a palm that fills the photo, without the detector: the landmark model
+ * sees the photo shrunk into its crop (the crop `scale` times the photo's longer side, its centre
+ * `shift` of the crop's side from the photo's centre towards the fingers), black around it, once
+ * for each of {@link FILL_TURNS} (or the `turns` likeliest of them, by the first filling search's
+ * presence); the palm with the highest presence is kept. Chosen on the box set's training part
+ * as close-ups (`eval:boxes --degrade closeup`; `tight` for the larger crops); pinned by
+ * hand-landmarker.spec "finds the palm that fills a close-up" (closeup and tight).
+ */
+interface Filling {
+  /** The crop's side over the photo's longer side. */
+  scale: number;
+  /** How far the crop's centre lies from the photo's towards the fingers, in crop sides. */
+  shift: number;
+  /** Only this many ways up, the likeliest by the first filling search; all four when absent. */
+  turns?: number;
+}
+
 /**
  * SEARCHES are the tries, in order, until one finds a palm the landmark model accepts: the photo as
  * it is; zoomed out (the detector was trained on hands that fill part of the frame, so a close-up
@@ -126,8 +153,10 @@ export function facing(detection: Pick<HandDetection, "landmarks" | "handedness"
  * not after a back because it read a back as a palm. Where a dark photo still shows no palm, the
  * same three again on a copy lifted by a plain gain instead of the gamma curve: an underexposed
  * photo's noise, lifted by the curve's steep foot, hides the hand. Last of all, where no search has
- * shown a palm, the photo read as a palm that fills it ({@link FILLING}): a close-up whose fingers
- * run past the frame, which the detector does not find (docs/decisions/palm-searches.md).
+ * shown a palm, the photo read as a palm that fills it ({@link Filling}): a close-up whose fingers
+ * run past the frame, which the detector does not find; then twice more with the palm drawn
+ * smaller, for a close-up cut at the palm's own edges, each only in the ways up that the first of
+ * them found likeliest (docs/decisions/palm-searches.md).
  */
 const SEARCHES: readonly Search[] = [
   { zoomOut: 1, brighten: false },
@@ -139,18 +168,10 @@ const SEARCHES: readonly Search[] = [
   { zoomOut: 1, brighten: "gain" },
   { zoomOut: 1.8, brighten: "gain" },
   { zoomOut: 2.2, brighten: "gain", padded: true },
-  { zoomOut: 1, brighten: false, filling: true },
+  { zoomOut: 1, brighten: false, filling: { scale: 2.6, shift: 0.1 } },
+  { zoomOut: 1, brighten: false, filling: { scale: 3.0, shift: 0, turns: TIGHT_TURNS } },
+  { zoomOut: 1, brighten: false, filling: { scale: 3.4, shift: 0, turns: TIGHT_TURNS } },
 ];
-
-/**
- * FILLING is the search for a palm that fills the photo, without the detector: the landmark model
- * sees the photo shrunk into the middle-lower part of its crop (the crop `scale` times the photo's
- * longer side, its centre `shift` of the crop's side from the photo's centre towards the fingers),
- * black around it, once for each way up the fingers may point; the palm with the highest
- * presence is kept. Chosen on the box set's training part as close-ups (`eval:boxes --degrade
- * closeup`); pinned by hand-landmarker.spec "finds the palm that fills a close-up".
- */
-const FILLING = { scale: 2.6, shift: 0.1, turns: [0, 0.5 * Math.PI, Math.PI, 1.5 * Math.PI] } as const;
 
 interface Search {
   /** The detector sees the photo this many times smaller, centred on black. */
@@ -163,8 +184,8 @@ interface Search {
   padded?: boolean;
   /** Only where no earlier search has found a hand, palm or back. */
   noneSeen?: boolean;
-  /** No detector: the photo read as a palm that fills it ({@link FILLING}). */
-  filling?: boolean;
+  /** No detector: the photo read as a palm that fills it ({@link Filling}). */
+  filling?: Filling;
 }
 
 /** A photo whose mean luminance is under DARK (of 255) is brightened for the fallback search. */
@@ -310,13 +331,15 @@ export async function createHandLandmarker(options: HandLandmarkerOptions = {}):
     const t0 = performance.now();
     const timings: HandTimings = { palm: 0, landmarks: [], total: 0 };
     lastTimings = timings;
-    const result = await searchHand(rgb, width, height, (image, search) => searchOnce(image, width, height, search, timings));
+    // The ways up by presence in the first filling search, likeliest first: the later ones try the first few.
+    const likeliest: number[] = [];
+    const result = await searchHand(rgb, width, height, (image, search) => searchOnce(image, width, height, search, timings, likeliest));
     timings.total = performance.now() - t0;
     return result;
   }
 
-  async function searchOnce(image: Uint8Array, width: number, height: number, search: Search, timings: HandTimings) {
-    if (search.filling) return searchFilling(image, width, height, timings);
+  async function searchOnce(image: Uint8Array, width: number, height: number, search: Search, timings: HandTimings, likeliest: number[]) {
+    if (search.filling) return searchFilling(image, width, height, search.filling, timings, likeliest);
     const { zoomOut, padded } = search;
     let t = performance.now();
     // Letterbox: the longer side (times the zoom-out) fills the detector input, centred, black padding.
@@ -341,23 +364,43 @@ export async function createHandLandmarker(options: HandLandmarkerOptions = {}):
     return refined(image, width, height, pass, padded ?? false, best.score, timings);
   }
 
-  /** searchFilling: the {@link FILLING} crops, one per way up; the palm with the highest presence, refined. */
-  async function searchFilling(image: Uint8Array, width: number, height: number, timings: HandTimings) {
+  /**
+   * searchFilling: the {@link Filling} crops, one per way up; the palm with the highest presence,
+   * refined. The first one fills `likeliest` with the ways up by presence (palm or back).
+   */
+  async function searchFilling(
+    image: Uint8Array,
+    width: number,
+    height: number,
+    filling: Filling,
+    timings: HandTimings,
+    likeliest: number[],
+  ) {
     const side = Math.max(width, height);
     let best: LandmarkPass | null = null;
-    for (const rotation of FILLING.turns) {
+    const turns = filling.turns === undefined || likeliest.length === 0 ? FILL_TURNS : likeliest.slice(0, filling.turns);
+    const presence: number[] = [];
+    for (const rotation of turns) {
       const rect = transformRect(
         { cx: width / 2, cy: height / 2, width: side, height: side, rotation },
-        FILLING.scale,
+        filling.scale,
         0,
-        -FILLING.shift * FILLING.scale,
+        -filling.shift * filling.scale,
       );
       const t = performance.now();
       const pass = await landmarkPass(image, width, height, rect, true);
       timings.landmarks.push(performance.now() - t);
       const palm = facing({ landmarks: pass.landmarks, ...handednessFromModel(pass.handedness) }) === "palm";
       if (palm && pass.presence >= minPresence && (!best || pass.presence > best.presence)) best = pass;
+      presence.push(pass.presence);
     }
+    if (likeliest.length === 0)
+      likeliest.push(
+        ...turns
+          .map((turn, i) => ({ turn, p: presence[i] }))
+          .sort((a, b) => b.p - a.p)
+          .map(({ turn }) => turn),
+      );
     // No detector ran: its score is reported as 0.
     return best ? refined(image, width, height, best, true, 0, timings) : null;
   }
