@@ -11,7 +11,7 @@ import { emptyMask } from "../image/mask.js";
 import { preprocessFrame, resizeToFit, type TensorSpec } from "../image/preprocess.js";
 import type { Point } from "../landmarks/geometry.js";
 import { createHandLandmarker, facing, type HandDetection } from "../landmarks/hand-landmarker.js";
-import { INDEX_MCP, PINKY_MCP, frameToImage, imageToFrame, palmFrame, palmWidth } from "../landmarks/palm-frame.js";
+import { INDEX_MCP, PINKY_MCP, type PalmFrame, frameToImage, imageToFrame, palmFrame, palmWidth } from "../landmarks/palm-frame.js";
 import {
   ALL_IMAGES,
   LINE_NAMES,
@@ -62,9 +62,27 @@ export interface PipelineModel {
   run(input: Float32Array): Promise<Float32Array>;
 }
 
-/** HandDetector finds the most prominent hand in an interleaved RGB buffer (a HandLandmarker). */
+/**
+ * HandDetector finds the most prominent hand in an interleaved RGB buffer (a HandLandmarker); a
+ * palm that `accept` refuses does not end its search.
+ */
 export interface HandDetector {
-  detect(rgb: Uint8Array, width: number, height: number): Promise<Pick<HandDetection, "landmarks" | "handedness"> | null>;
+  detect(
+    rgb: Uint8Array,
+    width: number,
+    height: number,
+    accept?: (palm: Pick<HandDetection, "landmarks" | "handedness">) => Promise<boolean>,
+  ): Promise<Pick<HandDetection, "landmarks" | "handedness"> | null>;
+}
+
+/** PalmReading is a palm the line model confirmed: its hand in photo pixels, its frame, the view and the model's output. */
+interface PalmReading {
+  found: Pick<HandDetection, "landmarks" | "handedness">;
+  hand: HandInfo;
+  frame: PalmFrame;
+  tensor: Float32Array;
+  probs: Float32Array;
+  palm: Float32Array;
 }
 
 /** PipelineEngine is the two models the pipeline runs: hand landmarks, then the line model. */
@@ -212,63 +230,78 @@ export async function analyzeImage(
   let headLifeStart: HeadLifeStart | undefined;
 
   const small = await resizeToFit(view, HAND_SEARCH_SIDE);
-  const found = await engine.hands.detect(small.data, small.width, small.height);
-  lap("landmarks");
-  if (found) {
-    const sx = width / small.width;
-    const sy = height / small.height;
+  const sx = width / small.width;
+  const sy = height / small.height;
+  const toPhoto = (found: Pick<HandDetection, "landmarks" | "handedness">): HandInfo => {
     const landmarks = found.landmarks.map(([x, y]): Point => [round(x * sx, 1), round(y * sy, 1)]);
-    hand = {
+    return {
       handedness: found.handedness,
       landmarks,
       palmWidth: round(palmWidth(landmarks), 1),
       shape: handShape(landmarks, width, height),
     };
-    if (facing(hand) === "back") {
-      reason = "back_of_hand";
-    } else {
-      const frame = palmFrame(landmarks);
-      const fits = (frame.side * view.width) / width >= VIEW_MIN_SCALE * S;
-      const tensor = await preprocessFrame(fits ? view : await fullSize(), frame, spec, header);
-      lap("preprocess");
-      const probs = await model.run(tensor);
-      lap("inference");
-      const palm = channel(probs, meta.channels.palm, S);
-      // The line model confirms the palm: where it sees too little, the landmarks were not on a palm.
-      const confirmed = meta.cropMinPalm <= 0 || palmShare(palm, S, meta.thresholds.palm) >= meta.cropMinPalm;
-      if (!confirmed) {
-        hand = undefined;
-      } else {
-        reason = "lines_unclear";
-        // A line against the palm's anatomy is not reported (anatomy.ts), before the count below.
-        const midU = (imageToFrame(frame, S, ...landmarks[INDEX_MCP])[0] + imageToFrame(frame, S, ...landmarks[PINKY_MCP])[0]) / 2;
-        const selected = selectLines(probs, palm, meta, why).filter(({ line, course }) => {
-          if (!implausibleCourse(line, course, midU)) return true;
-          why[line] = "implausible";
-          return false;
-        });
-        // Fewer lines than the model's `detection.min_lines` on a palm: none is reported (checked
-        // again after rendering: a line can render to no pixel).
-        if (selected.length >= meta.detection.minLines) {
-          for (const { line, prob, kept, course } of selected) {
-            masks[line] = renderFrameMask(prob, kept, S, meta.grow[line], frame, width, height);
-            detected[line] = masks[line].pixels > 0;
-            paths[line] = course.map(([u, v]) => {
-              const [x, y] = frameToImage(frame, S, u, v);
-              return [round(x, 1), round(y, 1)];
-            });
-          }
-          if (LINE_NAMES.filter((line) => detected[line]).length < meta.detection.minLines) clearLines();
-          else {
-            reason = "";
-            // Traits only for the lines reported (line-traits.ts).
-            const reported = selected.filter(({ line }) => detected[line]);
-            const ctx = { size: S, frame, landmarks, palmWidth: hand.palmWidth, luma: frameLuma(tensor, spec) };
-            ({ traits, headLifeStart } = measureLines(reported, paths, ctx));
-          }
+  };
+  // The line model confirms a palm: where it sees too little, the landmarks were not on a palm, and
+  // the search goes on past it (pipeline.spec "reads the palm a later search finds when the line
+  // model refuses the first").
+  let reading: PalmReading | undefined;
+  const confirm = async (found: Pick<HandDetection, "landmarks" | "handedness">): Promise<PalmReading | undefined> => {
+    lap("landmarks");
+    const palmHand = toPhoto(found);
+    const frame = palmFrame(palmHand.landmarks);
+    const fits = (frame.side * view.width) / width >= VIEW_MIN_SCALE * S;
+    const tensor = await preprocessFrame(fits ? view : await fullSize(), frame, spec, header);
+    lap("preprocess");
+    const probs = await model.run(tensor);
+    lap("inference");
+    const palm = channel(probs, meta.channels.palm, S);
+    const confirmed = meta.cropMinPalm <= 0 || palmShare(palm, S, meta.thresholds.palm) >= meta.cropMinPalm;
+    return confirmed ? { found, hand: palmHand, frame, tensor, probs, palm } : undefined;
+  };
+  const found = await engine.hands.detect(small.data, small.width, small.height, async (palm) => {
+    reading = await confirm(palm);
+    return reading !== undefined;
+  });
+  lap("landmarks");
+  if (found && facing(found) === "back") {
+    hand = toPhoto(found);
+    reason = "back_of_hand";
+  } else if (found) {
+    // A detector that does not ask (a stand-in in tests) leaves the confirmation to here.
+    if (reading?.found !== found) reading = await confirm(found);
+    if (reading) {
+      hand = reading.hand;
+      const { frame, tensor, probs, palm } = reading;
+      const { landmarks } = hand;
+      reason = "lines_unclear";
+      // A line against the palm's anatomy is not reported (anatomy.ts), before the count below.
+      const midU = (imageToFrame(frame, S, ...landmarks[INDEX_MCP])[0] + imageToFrame(frame, S, ...landmarks[PINKY_MCP])[0]) / 2;
+      const selected = selectLines(probs, palm, meta, why).filter(({ line, course }) => {
+        if (!implausibleCourse(line, course, midU)) return true;
+        why[line] = "implausible";
+        return false;
+      });
+      // Fewer lines than the model's `detection.min_lines` on a palm: none is reported (checked
+      // again after rendering: a line can render to no pixel).
+      if (selected.length >= meta.detection.minLines) {
+        for (const { line, prob, kept, course } of selected) {
+          masks[line] = renderFrameMask(prob, kept, S, meta.grow[line], frame, width, height);
+          detected[line] = masks[line].pixels > 0;
+          paths[line] = course.map(([u, v]) => {
+            const [x, y] = frameToImage(frame, S, u, v);
+            return [round(x, 1), round(y, 1)];
+          });
         }
-        lap("postprocess");
+        if (LINE_NAMES.filter((line) => detected[line]).length < meta.detection.minLines) clearLines();
+        else {
+          reason = "";
+          // Traits only for the lines reported (line-traits.ts).
+          const reported = selected.filter(({ line }) => detected[line]);
+          const ctx = { size: S, frame, landmarks, palmWidth: hand.palmWidth, luma: frameLuma(tensor, spec) };
+          ({ traits, headLifeStart } = measureLines(reported, paths, ctx));
+        }
       }
+      lap("postprocess");
     }
   }
 

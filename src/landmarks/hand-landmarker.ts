@@ -59,9 +59,11 @@ export interface HandLandmarker {
    * detect finds the most confident hand in interleaved 8-bit RGB pixels (width x height), or
    * null when the palm detector finds none above its threshold or the landmark model's presence
    * score is below 0.5. Pass a copy downscaled to about 640 pixels on the longer side: the crops
-   * sample at most 2 x 2 points per model pixel, so much larger images alias.
+   * sample at most 2 x 2 points per model pixel, so much larger images alias. A palm that
+   * `accept` refuses (the line model sees no palm there) does not end the search: it goes on as
+   * past a back, for at most {@link MAX_REFUSED} refused palms.
    */
-  detect(rgb: Uint8Array, width: number, height: number): Promise<HandDetection | null>;
+  detect(rgb: Uint8Array, width: number, height: number, accept?: (palm: HandDetection) => Promise<boolean>): Promise<HandDetection | null>;
   /** Stage times of the last detect call (undefined before the first). */
   readonly lastTimings: HandTimings | undefined;
   /** close frees both native sessions. */
@@ -188,6 +190,12 @@ interface Search {
   filling?: Filling;
 }
 
+/**
+ * MAX_REFUSED: after this many palms refused by `detect`'s `accept`, the search ends; each refusal
+ * costs the caller a line-model run.
+ */
+const MAX_REFUSED = 3;
+
 /** A photo whose mean luminance is under DARK (of 255) is brightened for the fallback search. */
 const DARK = 90;
 
@@ -226,9 +234,10 @@ function brighten(rgb: Uint8Array, n: number, mean: number, lift: Lift): Uint8Ar
 /**
  * searchHand tries the searches of SEARCHES in order (`tryOnce`: one detector and landmark run on
  * the photo or its brightened copy) until one gives a palm facing the camera whose landmarks the
- * landmark model accepts: a close-up can be detected as it is and yet need the zoom-out for its
- * landmarks, and an answer that shows the back does not end the search; only when no search shows
- * a palm is the first back answered. Pinned by hand-landmarker.spec "finds a hand on every photo"
+ * landmark model accepts (and `accept`, where given): a close-up can be detected as it is and yet
+ * need the zoom-out for its landmarks, and an answer that shows the back, or a palm `accept`
+ * refuses, does not end the search; only when no search shows an accepted palm is the first back
+ * answered. Pinned by hand-landmarker.spec "finds a hand on every photo"
  * (box-492, a close-up, needs the zoom-out), "finds the palm on close-ups whose fingers are out of
  * the frame", "goes on past an answer that shows the back" and "finds the palm on a dark close-up
  * by padding it".
@@ -238,12 +247,14 @@ async function searchHand(
   width: number,
   height: number,
   tryOnce: (image: Uint8Array, search: Search) => Promise<HandDetection | null>,
+  accept?: (palm: HandDetection) => Promise<boolean>,
 ): Promise<HandDetection | null> {
   // The mean luminance, read once a search needs it; by lift, the brightened copy, or null where
   // the photo is not dark (no copy).
   let mean: number | undefined;
   const brightened = new Map<Lift, Uint8Array | null>();
   let back: HandDetection | null = null;
+  let refused = 0;
   for (const search of SEARCHES) {
     if ((search.afterBack && !back) || (search.noneSeen && back)) continue;
     let image = rgb;
@@ -256,8 +267,12 @@ async function searchHand(
     }
     const found = await tryOnce(image, search);
     if (!found) continue;
-    if (facing(found) === "palm") return found;
-    back ??= found;
+    if (facing(found) === "back") {
+      back ??= found;
+      continue;
+    }
+    if (!accept || (await accept(found))) return found;
+    if (++refused >= MAX_REFUSED) break;
   }
   return back;
 }
@@ -324,7 +339,12 @@ export async function createHandLandmarker(options: HandLandmarkerOptions = {}):
     return { landmarks, presence: r.presence, handedness: r.handedness };
   }
 
-  async function detect(rgb: Uint8Array, width: number, height: number): Promise<HandDetection | null> {
+  async function detect(
+    rgb: Uint8Array,
+    width: number,
+    height: number,
+    accept?: (palm: HandDetection) => Promise<boolean>,
+  ): Promise<HandDetection | null> {
     if (!(width > 0 && height > 0) || rgb.length < width * height * 3) {
       throw new RangeError(`detect: ${rgb.length} bytes is not a ${width}x${height} RGB image`);
     }
@@ -333,7 +353,13 @@ export async function createHandLandmarker(options: HandLandmarkerOptions = {}):
     lastTimings = timings;
     // The ways up by presence in the first filling search, likeliest first: the later ones try the first few.
     const likeliest: number[] = [];
-    const result = await searchHand(rgb, width, height, (image, search) => searchOnce(image, width, height, search, timings, likeliest));
+    const result = await searchHand(
+      rgb,
+      width,
+      height,
+      (image, search) => searchOnce(image, width, height, search, timings, likeliest),
+      accept,
+    );
     timings.total = performance.now() - t0;
     return result;
   }

@@ -309,6 +309,39 @@ describe("analyzeImage()", () => {
     for (const line of LINE_NAMES) expect(confirmed.result.stats[line].detected, line).toBe(true);
   });
 
+  it("reads the palm a later search finds when the line model refuses the first", async () => {
+    const { truth, w, h } = await upscaledTruth("crop-0", 1);
+    const pose = whole(w, h, LEFT);
+    const strict = parseModelMetadata({ ...META.raw, crop: '{"margin":0.15,"min_palm":0.2}' });
+    // The line model sees no palm where the first palm's landmarks put the frame, and the true palm
+    // where the second's do; the detector offers the first, then (refused) the second.
+    const seen = oracle(truth, w, h, pose, { metadata: strict });
+    const blind = oracle(truth, w, h, pose, { metadata: strict, palm: false });
+    let calls = 0;
+    const model: PipelineModel = { metadata: strict, run: (t) => (++calls === 1 ? blind : seen).run(t) };
+    const first = await fakeHands(whole(w, h, { ...LEFT, cx: w * 0.3 }), w).detect(new Uint8Array(0), w, h);
+    const second = await fakeHands(pose, w).detect(new Uint8Array(0), w, h);
+    const offered: boolean[] = [];
+    const hands: HandDetector = {
+      async detect(_rgb, width, _height, accept) {
+        const k = width / w;
+        for (const d of [first!, second!]) {
+          const scaled = { ...d, landmarks: d.landmarks.map(([x, y]): Point => [x * k, y * k]) };
+          const ok = accept ? await accept(scaled) : true;
+          offered.push(ok);
+          if (ok) return scaled;
+        }
+        return null;
+      },
+    };
+    const { result } = await analyzeImage(fixtureImage("crop-0"), engine(model, hands));
+    expect(offered).toEqual([false, true]);
+    expect(calls).toBe(2);
+    expect(result.reason).toBe("");
+    for (const line of LINE_NAMES) expect(result.stats[line].detected, line).toBe(true);
+    expect(result.hand?.landmarks[0][0]).toBeCloseTo(second!.landmarks[0][0], 0);
+  });
+
   it("reports no line, and says the lines are unclear, when fewer than detection.min_lines are found", async () => {
     const { truth, w, h } = await upscaledTruth("crop-0", 1);
     const bytes = fixtureImage("crop-0");

@@ -158,6 +158,28 @@ describe("createHandLandmarker()", () => {
     expect(await landmarker.detect(noise, w, h)).toBeNull();
   });
 
+  it("goes on past a palm the caller refuses, for at most three, and answers the palm it accepts", async () => {
+    const { data, info } = await sharp(fileURLToPath(new URL("../../../examples/sample-palm.jpg", import.meta.url)))
+      .removeAlpha()
+      .resize(640, 640, { fit: "inside" })
+      .raw()
+      .toBuffer({ resolveWithObject: true });
+    const plain = await landmarker.detect(data, info.width, info.height);
+    expect(plain && facing(plain)).toBe("palm");
+    // Every palm refused: the search ends after the third, with no hand (the sample shows no back).
+    let offered = 0;
+    const refuseAll = await landmarker.detect(data, info.width, info.height, async () => {
+      offered++;
+      return false;
+    });
+    expect([refuseAll, offered]).toEqual([null, 3]);
+    // The first refused, the second accepted: that one is the answer.
+    const palms: HandDetection[] = [];
+    const second = await landmarker.detect(data, info.width, info.height, async (palm) => palms.push(palm) > 1);
+    expect(palms).toHaveLength(2);
+    expect(second).toBe(palms[1]);
+  });
+
   it("rejects a buffer too short for its size", async () => {
     await expect(landmarker.detect(new Uint8Array(10), 64, 64)).rejects.toThrow(RangeError);
   });
