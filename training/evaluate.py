@@ -188,7 +188,7 @@ def canonical_reported(probs, thr, det, min_palm):
     return np.array(out)
 
 
-def tune_canonical(net, data_root, calib_path, one_se=False):
+def tune_canonical(net, data_root, calib_path, one_se=False, min_backs=None):
     """Calibration of a model for the canonical palm frame (2.0), on val_canon (palms),
     val_canon_fades (palms with long faint stretches) and val_canon_neg (backs of hands): line
     thresholds by the localised measure; the detection rule, `crop.min_palm` (the palm share the
@@ -238,6 +238,12 @@ def tune_canonical(net, data_root, calib_path, one_se=False):
                     palms = float(np.mean((share_pos >= min_palm) & (npos.sum(1) >= ml)))
                     clean = float(np.mean(~((share_neg >= min_palm) & (nneg.sum(1) >= ml))))
                     rows.append(((palms + clean) / 2, rate, mp, mc, min_palm, ml, palms, clean))
+    # With --min-backs (the from-nothing recipe): only settings that keep at least that share of the
+    # validation backs without a line, the release rule's bar; where none does, those that keep the most.
+    if min_backs is not None:
+        bar = min(min_backs, max(r[7] for r in rows))
+        rows = [r for r in rows if r[7] >= bar - 1e-9]
+        print(f"detection: {len(rows)} settings keep at least {bar:.3f} of the validation backs without a line")
     top = max(rows, key=lambda r: (round(r[0], 4), round(r[1], 4), -r[2], -r[3], -r[4], -r[5]))
     se = 0.5 * np.sqrt(top[6] * (1 - top[6]) / len(vp) + top[7] * (1 - top[7]) / len(np_)) if one_se else 0.0
     near = [r for r in rows if r[0] >= top[0] - se - 1e-9] if one_se else [top]
@@ -326,6 +332,8 @@ def main():
                          "models/palm-lines/HISTORY.md")
     ap.add_argument("--one-se", action="store_true",
                     help="with --tune: the one-standard-error rule for the detection rule (candidates after 2.0.0)")
+    ap.add_argument("--min-backs", type=float, default=None,
+                    help="with --tune: the detection rule among settings keeping this share of validation backs without a line")
     ap.add_argument("--lines-on", default=None, metavar="DIR",
                     help="print only the line metrics on this set (e.g. a validation set) and stop")
     a = ap.parse_args()
@@ -334,7 +342,7 @@ def main():
     torch.set_num_threads(int(os.environ.get("TORCH_THREADS", "2")))
     net = exp.load_net(a.ckpt)
     if a.tune:
-        tune_canonical(net, a.data, a.calib, one_se=a.one_se)
+        tune_canonical(net, a.data, a.calib, one_se=a.one_se, min_backs=a.min_backs)
         return
     model = f"{exp.MODEL_NAME}-{exp.MODEL_VERSION}"
     if a.onnx:
