@@ -266,6 +266,38 @@ export function handRectFromPalm(box: { cx: number; cy: number; w: number; h: nu
   return transformRect({ cx: box.cx, cy: box.cy, width: box.w, height: box.h, rotation }, 2.6, 0, -0.5);
 }
 
+/**
+ * outside tells whether the image points of output coordinates [ua, ub] x [va, vb] (an affine map,
+ * so its extremes lie at the corners) all lie more than a pixel beyond the image, where bilinear
+ * sampling reads no pixel; the margin keeps rounding from deciding.
+ */
+function outside(
+  x0: number,
+  y0: number,
+  dxu: number,
+  dyu: number,
+  dxv: number,
+  dyv: number,
+  ua: number,
+  ub: number,
+  va: number,
+  vb: number,
+  width: number,
+  height: number,
+): boolean {
+  const xa = x0 + ua * dxu + va * dxv;
+  const xb = x0 + ub * dxu + va * dxv;
+  const xc = x0 + ua * dxu + vb * dxv;
+  const xd = x0 + ub * dxu + vb * dxv;
+  const eps = 1e-6;
+  if (Math.max(xa, xb, xc, xd) < -1 - eps || Math.min(xa, xb, xc, xd) >= width + eps) return true;
+  const ya = y0 + ua * dyu + va * dyv;
+  const yb = y0 + ub * dyu + va * dyv;
+  const yc = y0 + ua * dyu + vb * dyv;
+  const yd = y0 + ub * dyu + vb * dyv;
+  return Math.max(ya, yb, yc, yd) < -1 - eps || Math.min(ya, yb, yc, yd) >= height + eps;
+}
+
 /** WarpOptions describe the model input a warp produces. */
 export interface WarpOptions {
   /** Output side S (square). */
@@ -304,8 +336,21 @@ export function warpToTensor(rgb: Uint8Array, width: number, height: number, r: 
   const dyv = (c * r.height) / S;
   const x0 = r.cx - 0.5 - (c * r.width - s * r.height) / 2;
   const y0 = r.cy - 0.5 - (s * r.width + c * r.height) / 2;
+  // With a zero border, an output pixel whose sub-samples all lie over a pixel beyond the image
+  // reads only black: it is written at once (most of a zoomed-out letterbox; geometry.spec, "the
+  // zero border").
+  const zero = !replicate;
+  const first = 0.5 / n;
+  const last = (n - 0.5) / n;
   for (let v = 0; v < S; v++) {
     for (let u = 0; u < S; u++) {
+      if (zero && outside(x0, y0, dxu, dyu, dxv, dyv, u + first, u + last, v + first, v + last, width, height)) {
+        const k = v * S + u;
+        out[k] = lo;
+        out[plane + k] = lo;
+        out[2 * plane + k] = lo;
+        continue;
+      }
       let accR = 0;
       let accG = 0;
       let accB = 0;

@@ -169,4 +169,22 @@ describe("warpToTensor()", () => {
     expect(r[0]).toBeCloseTo(0, 4);
     expect(r[32]).toBeCloseTo(200, 4);
   });
+
+  it.each([0, 0.3])("the zero border reads as the photo padded with black (a zoomed-out letterbox, rotation %s)", (rotation) => {
+    // A photo shown 3x smaller on black, as the palm search's zoom-outs show it: most of the output
+    // lies beyond the photo. Sampled again from the photo with 100 px of black drawn around it.
+    const w = 40;
+    const h = 30;
+    const photo = new Uint8Array(w * h * 3);
+    for (let i = 0; i < photo.length; i++) photo[i] = (i * 7919) % 251;
+    const pad = 100;
+    const padded = new Uint8Array((w + 2 * pad) * (h + 2 * pad) * 3);
+    for (let y = 0; y < h; y++) padded.set(photo.subarray(y * w * 3, (y + 1) * w * 3), ((y + pad) * (w + 2 * pad) + pad) * 3);
+    const rect = { cx: 20, cy: 15, width: 120, height: 120, rotation };
+    const options = { size: 16, range: [0, 1] as [number, number], border: "zero" as const, maxSamples: 8 };
+    const a = warpToTensor(photo, w, h, rect, options);
+    const b = warpToTensor(padded, w + 2 * pad, h + 2 * pad, { ...rect, cx: rect.cx + pad, cy: rect.cy + pad }, options);
+    expect(a.filter((x) => x > 0).length).toBeGreaterThan(16);
+    for (let i = 0; i < a.length; i++) expect(a[i]).toBeCloseTo(b[i], 9);
+  });
 });
