@@ -155,18 +155,22 @@ S0A_STEPS=${S0A_STEPS:-2985}
 S0B_STEPS=${S0B_STEPS:-2088}
 S0C_STEPS=${S0C_STEPS:-2442}
 DEVICE=${DEVICE:-cpu}
+# A stage stopped before its end (a session ended, a machine was taken back) goes on from its own last
+# checkpoint (last.pt, written every few minutes) when run.sh is run again; a stage with final.pt is done.
+resume() { [ ! -f "$1/last.pt" ] || echo "--resume $1/last.pt"; }
 scratch_train() {
   R=${RUN0:-training/runs/s0}
   mkdir -p "$R/a" "$R/b" "$R/c" "$D"
   synth3k; backs31; boxviews
   S="$D/canon30_3k,$D/canonneg31,$D/canonneg31"
   [ -f "$R/a/final.pt" ] || $PY -m training.train --data "$S" --out "$R/a" --canonical \
-    --lr 2e-3 --crop 160 --crop-frac 0.5 --steps "$S0A_STEPS" --seed 50 --threads 2 --device "$DEVICE"
+    --lr 2e-3 --crop 160 --crop-frac 0.5 --steps "$S0A_STEPS" --seed 50 --threads 2 --device "$DEVICE" $(resume "$R/a")
   [ -f "$R/b/final.pt" ] || $PY -m training.train_real --synth "$S" --real "$D/boxes_train" \
-    --init "$R/a/final.pt" --out "$R/b" --steps "$S0B_STEPS" --lr 5e-4 --w-frac 1.0 --geo --seed 51 --threads 2 --device "$DEVICE"
+    --init "$R/a/final.pt" --out "$R/b" --steps "$S0B_STEPS" --lr 5e-4 --w-frac 1.0 --geo --seed 51 --threads 2 --device "$DEVICE" \
+    $(resume "$R/b")
   [ -f "$R/c/final.pt" ] || $PY -m training.train_real --synth "$S" --real "$D/boxes_train" \
     --init "$R/b/final.pt" --out "$R/c" --steps "$S0C_STEPS" --w-frac 1.0 --geo --w-pseudo 5.0 --w-cons 2.0 --seed 52 \
-    --threads 2 --device "$DEVICE"
+    --threads 2 --device "$DEVICE" $(resume "$R/c")
 }
 # pick_confidence CKPT CALIB [VALDATA]: the synthetic sets' min_confidence misses real lines (a model trained on real
 # photos is less sure of them than of synthetic ones), so it is chosen again on the box set's held-out
