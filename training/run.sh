@@ -149,7 +149,8 @@ release() {
 # in every stage's synthetic data (two fifths of it, not a quarter): the recipe's models drew lines on
 # synthetic backs more often than the release rule allows. Calibrated on the synthetic validation sets
 # with 1,000 backs (evaluate.py --tune --min-backs), then min_confidence chosen on the box set's
-# held-out training photos (pick_confidence). S0A/S0B/S0C_STEPS: about 40 / 35 / 70 minutes on the
+# held-out training photos (pick_confidence) and crop.min_palm on its training views (palm_floor.py:
+# the synthetic tune let backs that show a little palm through). S0A/S0B/S0C_STEPS: about 40 / 35 / 70 minutes on the
 # 2-core CPU; DEVICE=cuda runs the same steps on a GPU (MODEL_CARD.md, "From nothing").
 S0A_STEPS=${S0A_STEPS:-2985}
 S0B_STEPS=${S0B_STEPS:-2088}
@@ -218,6 +219,7 @@ scratch() {
       --calib "$R/calibration-synthetic.json"
   cp "$R/calibration-synthetic.json" "$R/calibration.json"
   pick_confidence "$R/c/final.pt" "$R/calibration.json" "$VD"
+  $PY -m training.palm_floor --ckpt "$R/c/final.pt" --real "$D/boxes_train" --calib "$R/calibration.json"
   $PY -m training.export --ckpt "$R/c/final.pt" --out "${SCRATCH_OUT:-$R/palm-lines.onnx}" --calib "$R/calibration.json" --version "${SCRATCH_VERSION:-0.0.0-scratch}"
 }
 
