@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from training import export as exp
+from training import real_boxes
 from training.evaluate import predict
 from training.line_rules import palm_share
 from training.train_real import held_out
@@ -30,9 +31,7 @@ def main():
     ap.add_argument("--calib", required=True, help="calibration file whose crop.min_palm is set")
     a = ap.parse_args()
     torch.set_num_threads(int(os.environ.get("TORCH_THREADS", "2")))
-    meta = json.load(open(os.path.join(a.real, "meta.json")))
-    size, samples = meta["size"], meta["samples"]
-    ims = np.fromfile(os.path.join(a.real, "images.bin"), np.uint8).reshape(len(samples), size, size, 3)
+    ims, samples = real_boxes.load(a.real)
     keep = [i for i, s in enumerate(samples) if not held_out(s["file"])]
     calib = json.load(open(a.calib))
     probs = predict(exp.load_net(a.ckpt), ims[keep])
