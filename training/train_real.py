@@ -23,6 +23,10 @@ as a landmark error moves the canonical frame, and light (per-channel gain, gamm
 Consistency (--w-cons, with --geo): --cons-pairs of each step's real views are seen a second time
 under another jitter, and the two predictions of each line, brought into one frame, are pulled
 together; a photo turned by 90 degrees moves the frame this way, and its lines' ends must not move.
+Close-ups (--closeup, with --geo, 3.4): that share of the real views is cut as a close-up of the photo
+is, black beyond the square around the lines' boxes, and framed as a close-up's landmarks frame it
+(turned, enlarged and shifted more than --geo's jitter); the teacher's lines on the clean view stay
+the pseudo-labels.
 Real views whose file name's SHA-256 starts with 4 or 5 (an eighth of the training part) are held
 out of training to compare checkpoints (`npm run eval:boxes -- --part heldout`). Resumable: --resume last.pt.
 """
@@ -94,13 +98,49 @@ def agrees(prob, lab_line):
     return real_boxes.agrees(prob >= PSEUDO_P, lab_line)
 
 
-def jitter(rng, img, lab, palm, teach):
+# --closeup: a close-up is the square around the lines' boxes grown by CLOSEUP_MARGIN of its side on each
+# side (eval:boxes' close-up 0.25 and tight close-up 0.1), black beyond; its landmarks frame the palm
+# less well than a whole hand's, and too small: the view turned up to CLOSEUP_ROT degrees, enlarged
+# by a factor drawn log-uniformly from CLOSEUP_ZOOM and shifted up to CLOSEUP_SHIFT of its side on
+# each axis. On 224 of the training part's tight close-ups, their frames against their uncropped
+# photos' (models/palm-lines/MODEL_CARD.md, "3.4"): turned -6 to +10 degrees (5th to 95th
+# percentile), the palm enlarged 1.0 to 1.5 times (median 1.15), the centre moved 0.09 of the view
+# (90th percentile).
+CLOSEUP_MARGIN = (0.05, 0.3)
+CLOSEUP_ROT, CLOSEUP_ZOOM, CLOSEUP_SHIFT = 10.0, (0.9, 1.6), 0.07
+
+
+def closeup_mask(quads, s, margin):
+    """The part of the view (S,S uint8, 1 inside) that a close-up of the photo keeps: the square, in
+    the photo's axes, around the heart, head and life quads (view pixel coordinates, a pixel's centre
+    at its index, as real_boxes' quads; corners in the photo's order x0y0, x1y0, x1y1, x0y1), its side
+    grown by `margin` on each side, as eval:boxes' closeupSquare cuts it (test/unit/inference/
+    closeup-parity.spec.ts)."""
+    qs = [np.asarray(q, np.float64) for q in quads]
+    ax = qs[0][1] - qs[0][0]; ay = qs[0][3] - qs[0][0]
+    ax /= max(np.linalg.norm(ax), 1e-9); ay /= max(np.linalg.norm(ay), 1e-9)
+    pts = np.concatenate(qs)
+    a, b = pts @ ax, pts @ ay
+    side = max(a.max() - a.min(), b.max() - b.min()) * (1 + 2 * margin)
+    ca, cb = (a.max() + a.min()) / 2, (b.max() + b.min()) / 2
+    yy, xx = np.mgrid[0:s, 0:s].astype(np.float64)
+    pa, pb = xx * ax[0] + yy * ax[1], xx * ay[0] + yy * ay[1]
+    return ((np.abs(pa - ca) <= side / 2) & (np.abs(pb - cb) <= side / 2)).astype(np.uint8)
+
+
+def jitter(rng, img, lab, palm, teach, cut=None):
     """--geo: one real view, its labels, teacher palm and teacher lines (or None) under the same small
     affine warp (a landmark error moves the canonical frame this much), then light jitter on the
-    view. Label channels warp nearest; beyond the view is `outside`. Returns the warp m (2x3, view
-    pixels to warped pixels) last."""
+    view. Label channels warp nearest; beyond the view is `outside`. With `cut` (closeup_mask), the
+    view is a close-up's: black and palm-free beyond the cut, and the frame moved as a close-up's
+    landmarks move it. Returns the warp m (2x3, view pixels to warped pixels) last."""
     s = img.shape[0]
-    ang = rng.uniform(-8, 8); sc = math.exp(rng.uniform(-0.1, 0.1)); sh = rng.uniform(-0.04, 0.04, 2) * s
+    if cut is None:
+        ang = rng.uniform(-8, 8); sc = math.exp(rng.uniform(-0.1, 0.1)); sh = rng.uniform(-0.04, 0.04, 2) * s
+    else:
+        img = img * cut[..., None]; palm = palm * cut
+        ang = rng.uniform(-CLOSEUP_ROT, CLOSEUP_ROT); sc = math.exp(rng.uniform(*np.log(CLOSEUP_ZOOM)))
+        sh = rng.uniform(-CLOSEUP_SHIFT, CLOSEUP_SHIFT, 2) * s
     m = cv2.getRotationMatrix2D((s / 2, s / 2), ang, sc); m[:, 2] += sh
     img = cv2.warpAffine(img, m, (s, s), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT, borderValue=0)
     palm = cv2.warpAffine(palm, m, (s, s), flags=cv2.INTER_LINEAR, borderValue=0)
@@ -120,6 +160,8 @@ def jitter(rng, img, lab, palm, teach):
     if rng.random() < 0.3:
         x = cv2.GaussianBlur(x, (0, 0), rng.uniform(0.4, 1.2))              # out of focus
     x = x + rng.normal(0, rng.uniform(0, 6), x.shape)                        # sensor noise
+    if cut is not None:   # beyond a close-up's photo the engine's view is black (its letterbox pad, 0)
+        x = x * cv2.warpAffine(cut, m, (s, s), flags=cv2.INTER_NEAREST, borderValue=1)[..., None]
     return np.clip(x, 0, 255).astype(np.uint8), out, palm, teach, m
 
 
@@ -169,6 +211,8 @@ def main():
                     help="weight of the two-jitter consistency term (needs --geo; 3.3): --cons-pairs real views "
                          "are seen twice per step")
     ap.add_argument("--cons-pairs", type=int, default=2)
+    ap.add_argument("--closeup", type=float, default=0.0,
+                    help="with --geo, the share of real views cut and framed as a close-up's (3.4)")
     ap.add_argument("--ckpt-min", type=float, default=5.0)
     ap.add_argument("--time-budget", type=float, default=None,
                     help="seconds: the LR schedule runs on wall time and training stops when it is spent (a shared "
@@ -178,6 +222,8 @@ def main():
     a = ap.parse_args()
     if a.w_cons > 0 and not a.geo:
         ap.error("--w-cons needs --geo (it compares two jitters of one view)")
+    if a.closeup > 0 and not a.geo:
+        ap.error("--closeup needs --geo (a close-up's frame is a jitter)")
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
@@ -267,9 +313,13 @@ def main():
         else:
             xr, labs_, tps_, tls_, warps = [], [], [], [], []
             n_cons = min(a.cons_pairs, a.real_batch) if a.w_cons > 0 else 0
+            # A close-up is cut once per pick: both jitters of a consistency pair see the same photo.
+            quads = [[r_meta[k]["boxes"][ln] for ln in real_boxes.LINES if ln in r_meta[k]["boxes"]] for k in pick]
+            cuts = [closeup_mask(q, r_ims.shape[1], rng.uniform(*CLOSEUP_MARGIN))
+                    if q and a.closeup > 0 and rng.random() < a.closeup else None for q in quads]
             # The first n_cons picks are seen again under a second jitter, after the others.
-            for k in list(pick) + list(pick[:n_cons]):
-                xi, li, pi, ti, mi = jitter(rng, r_ims[k], r_lab[k], teacher[k], t_lines[k] if t_lines is not None else None)
+            for k, cut in zip(list(pick) + list(pick[:n_cons]), cuts + cuts[:n_cons]):
+                xi, li, pi, ti, mi = jitter(rng, r_ims[k], r_lab[k], teacher[k], t_lines[k] if t_lines is not None else None, cut)
                 xr.append(xi); labs_.append(li); tps_.append(pi); tls_.append(ti); warps.append(mi)
             pick = np.concatenate([pick, pick[:n_cons]])
             xr, labs_, tps_ = np.stack(xr), np.stack(labs_), np.stack(tps_)
