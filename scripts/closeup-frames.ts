@@ -1,0 +1,94 @@
+/**
+ * How a close-up's palm frame differs from its uncropped photo's, and what that costs its lines.
+ * For each photo of a part of the box set whose palm the engine finds as it is: the close-up
+ * (eval:boxes' --degrade, tight by default) is read by the engine; its frame (from its own
+ * landmarks) is compared with the uncropped photo's frame mapped into the close-up (turn, side,
+ * centre); and the close-up is read again with the uncropped photo's landmarks in place of its own
+ * (an "oracle" hand search), so that the lines' agreement with their boxes can be told apart by
+ * frame. Measures only; nothing is tuned on it (docs/decisions/closeup-frames.md).
+ *
+ *   node --import tsx scripts/closeup-frames.ts [--part train|heldout] [--degrade tight|closeup] [--model FILE]
+ */
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import sharp from "sharp";
+import { LINE_NAMES, type LineName } from "../src/inference/analyzer-types.js";
+import { analyzeImage, createPipelineEngine, type PipelineEngine } from "../src/inference/pipeline.js";
+import { FRAME_SIDE, palmFrame } from "../src/landmarks/palm-frame.js";
+import { BOX_DIR, type Box, partOf, readBoxes } from "./box-set.js";
+import { agreement, type Degrade, degraded } from "./eval-boxes.js";
+
+function quantiles(values: number[], ps: number[]): string {
+  const s = [...values].sort((a, b) => a - b);
+  return ps.map((p) => `${Math.round(p * 100)}th ${s[Math.min(s.length - 1, Math.floor(p * s.length))]?.toFixed(2) ?? "-"}`).join(", ");
+}
+
+async function main(): Promise<number> {
+  const { values } = parseArgs({
+    options: { part: { type: "string", default: "train" }, degrade: { type: "string", default: "tight" }, model: { type: "string" } },
+  });
+  if (values.part === "eval") {
+    console.error("closeup-frames: the evaluation quarter is read by eval:boxes only");
+    return 2;
+  }
+  const boxes = new Map([...readBoxes()].filter(([file]) => partOf(file) === values.part));
+  const engine = await createPipelineEngine({ modelPath: values.model });
+  const turn: number[] = [];
+  const zoom: number[] = [];
+  const shift: number[] = [];
+  const tally = { own: { agree: [0, 0, 0], wrong: [0, 0, 0] }, oracle: { agree: [0, 0, 0], wrong: [0, 0, 0] } };
+  let read = 0;
+  let oracleNone = 0;
+  try {
+    for (const file of [...boxes.keys()].sort()) {
+      const bytes = await readFile(join(BOX_DIR, "images", file));
+      const whole = (await analyzeImage(bytes, engine)).result;
+      if (whole.reason || !whole.hand) continue;
+      const lineBoxes = LINE_NAMES.map((line) => boxes.get(file)![line]).filter((b): b is Box => b !== undefined);
+      const cut = await degraded(bytes, values.degrade as Degrade, lineBoxes);
+      const own = (await analyzeImage(cut.bytes, engine)).result;
+      if (!own.hand || own.reason === "no_hand" || own.reason === "back_of_hand") continue;
+      read++;
+      const truth = whole.hand.landmarks.map(([x, y]) => cut.box([x, y, x, y]).slice(0, 2) as [number, number]);
+      const want = palmFrame(truth);
+      const got = palmFrame(own.hand.landmarks);
+      const deg = ((Math.atan2(got.ey[1], got.ey[0]) - Math.atan2(want.ey[1], want.ey[0])) * 180) / Math.PI;
+      turn.push(((deg + 540) % 360) - 180);
+      zoom.push(want.side / got.side); // > 1: the close-up's view shows the palm larger than it should
+      shift.push(Math.hypot(got.centre[0] - want.centre[0], got.centre[1] - want.centre[1]) / want.side);
+      const oracle: PipelineEngine = {
+        lines: engine.lines,
+        hands: { detect: async () => ({ landmarks: truth, handedness: whole.hand!.handedness }) },
+      };
+      const known = (await analyzeImage(cut.bytes, oracle)).result;
+      if (known.reason) oracleNone++;
+      for (const [name, result] of [
+        ["own", own],
+        ["oracle", known],
+      ] as const) {
+        for (const [i, line] of LINE_NAMES.entries()) {
+          const box = boxes.get(file)![line as LineName];
+          if (!box || !result.stats[line].detected) continue;
+          const { data, info } = await sharp(result.masks[line]).toColourspace("b-w").raw().toBuffer({ resolveWithObject: true });
+          tally[name][agreement(data, info.width, info.height, cut.box(box)).agrees ? "agree" : "wrong"][i]++;
+        }
+      }
+    }
+  } finally {
+    await engine.close();
+  }
+  console.log(`box set part '${values.part}', ${values.degrade} close-ups read with a hand by the engine: ${read}`);
+  console.log(`turn of the close-up's frame, degrees: ${quantiles(turn, [0.05, 0.25, 0.5, 0.75, 0.95])}`);
+  console.log(`palm enlarged in the close-up's view (true side / its side): ${quantiles(zoom, [0.05, 0.25, 0.5, 0.75, 0.95])}`);
+  console.log(`centre moved, in views (frame sides; the palm's size is 1/${FRAME_SIDE} of one): ${quantiles(shift, [0.5, 0.9, 0.95])}`);
+  console.log(
+    `heart / head / life agreeing (drawn wrong), its own landmarks: ${tally.own.agree.join(" / ")} (${tally.own.wrong.join(" / ")})`,
+  );
+  console.log(
+    `the uncropped photo's landmarks: ${tally.oracle.agree.join(" / ")} (${tally.oracle.wrong.join(" / ")}); no lines on ${oracleNone} of them`,
+  );
+  return 0;
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) process.exitCode = await main();
