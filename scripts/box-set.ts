@@ -22,6 +22,16 @@ export function partOf(file: string): "eval" | "heldout" | "train" {
   return "0123".includes(h) ? "eval" : "45".includes(h) ? "heldout" : "train";
 }
 
+/** boundsOf is the box around `boxes` (at least one). */
+export function boundsOf(boxes: readonly Box[]): Box {
+  return [
+    Math.min(...boxes.map((b) => b[0])),
+    Math.min(...boxes.map((b) => b[1])),
+    Math.max(...boxes.map((b) => b[2])),
+    Math.max(...boxes.map((b) => b[3])),
+  ];
+}
+
 /** readBoxes parses boxes.csv into file -> line (heart, head, life, fate) -> box. */
 export function readBoxes(dir = BOX_DIR): Map<string, Record<string, Box>> {
   const out = new Map<string, Record<string, Box>>();

@@ -5,7 +5,7 @@ import { parseArgs } from "node:util";
 import sharp from "sharp";
 import { LINE_NAMES, type LineName } from "../src/inference/analyzer-types.js";
 import { createAnalyzer } from "../src/inference/analyzer.js";
-import { BOX_DIR, type Box, partOf, readBoxes } from "./box-set.js";
+import { BOX_DIR, type Box, boundsOf, partOf, readBoxes } from "./box-set.js";
 import AGREEMENT from "./box-agreement.json" with { type: "json" };
 import { TurnTally, turned90 } from "./trait-stability.js";
 
@@ -87,13 +87,7 @@ export function closeupSquare([x0, y0, x1, y1]: Box, margin = CLOSEUP_MARGIN): {
 /** closeup crops `bytes` to the square around `boxes` grown by `margin` (see DEGRADES.closeup), black beyond the photo. */
 async function closeup(bytes: Buffer, boxes: Box[], margin: number): Promise<Degraded> {
   if (boxes.length === 0) throw new RangeError("closeup: a close-up is cut around the lines' boxes; none given");
-  const bounds: Box = [
-    Math.min(...boxes.map((b) => b[0])),
-    Math.min(...boxes.map((b) => b[1])),
-    Math.max(...boxes.map((b) => b[2])),
-    Math.max(...boxes.map((b) => b[3])),
-  ];
-  const { cx, cy, side } = closeupSquare(bounds, margin);
+  const { cx, cy, side } = closeupSquare(boundsOf(boxes), margin);
   const left = Math.round(cx - side / 2);
   const top = Math.round(cy - side / 2);
   // Pad first so the square may run past the photo's edge (black there, as a letterbox).

@@ -9,7 +9,7 @@ import { execFileSync, spawnSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
 import { type PalmFrame, frameToImage, imageToFrame } from "../../../src/landmarks/palm-frame.js";
 import { closeupSquare } from "../../../scripts/eval-boxes.js";
-import type { Box } from "../../../scripts/box-set.js";
+import { type Box, boundsOf } from "../../../scripts/box-set.js";
 
 const root = new URL("../../../", import.meta.url).pathname;
 const PYTHON = "/usr/bin/python3";
@@ -56,13 +56,7 @@ describe.skipIf(!hasTorch)("the training close-up and eval:boxes' close-up", () 
     { deg: -120, mirrored: false, margin: 0.25 },
   ])("keep the same part of the view (turned $deg, mirrored $mirrored, margin $margin)", ({ deg, mirrored, margin }) => {
     const f = frame(deg, mirrored, 420);
-    const bounds: Box = [
-      Math.min(...BOXES.map((b) => b[0])),
-      Math.min(...BOXES.map((b) => b[1])),
-      Math.max(...BOXES.map((b) => b[2])),
-      Math.max(...BOXES.map((b) => b[3])),
-    ];
-    const { cx, cy, side } = closeupSquare(bounds, margin);
+    const { cx, cy, side } = closeupSquare(boundsOf(BOXES), margin);
     const mask = pythonMask(f, margin);
     let compared = 0;
     let kept = 0;
