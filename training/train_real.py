@@ -23,7 +23,7 @@ as a landmark error moves the canonical frame, and light (per-channel gain, gamm
 Consistency (--w-cons, with --geo): --cons-pairs of each step's real views are seen a second time
 under another jitter, and the two predictions of each line, brought into one frame, are pulled
 together; a photo turned by 90 degrees moves the frame this way, and its lines' ends must not move.
-Close-ups (--closeup, with --geo, 3.4): that share of the real views is cut as a close-up of the photo
+Close-ups (--closeup, with --geo; tried after 3.3.0, not released): that share of the real views is cut as a close-up of the photo
 is, black beyond the square around the lines' boxes, and framed as a close-up's landmarks frame it
 (turned, enlarged and shifted more than --geo's jitter); the teacher's lines on the clean view stay
 the pseudo-labels.
@@ -103,7 +103,7 @@ def agrees(prob, lab_line):
 # less well than a whole hand's, and too small: the view turned up to CLOSEUP_ROT degrees, enlarged
 # by a factor drawn log-uniformly from CLOSEUP_ZOOM and shifted up to CLOSEUP_SHIFT of its side on
 # each axis. On 224 of the training part's tight close-ups, their frames against their uncropped
-# photos' (models/palm-lines/MODEL_CARD.md, "3.4"): turned -6 to +10 degrees (5th to 95th
+# photos' (docs/decisions/closeup-frames.md): turned -6 to +10 degrees (5th to 95th
 # percentile), the palm enlarged 1.0 to 1.5 times (median 1.15), the centre moved 0.09 of the view
 # (90th percentile).
 CLOSEUP_MARGIN = (0.05, 0.3)
@@ -212,7 +212,7 @@ def main():
                          "are seen twice per step")
     ap.add_argument("--cons-pairs", type=int, default=2)
     ap.add_argument("--closeup", type=float, default=0.0,
-                    help="with --geo, the share of real views cut and framed as a close-up's (3.4)")
+                    help="with --geo, the share of real views cut and framed as a close-up's (tried after 3.3.0)")
     ap.add_argument("--ckpt-min", type=float, default=5.0)
     ap.add_argument("--time-budget", type=float, default=None,
                     help="seconds: the LR schedule runs on wall time and training stops when it is spent (a shared "
