@@ -17,14 +17,13 @@ import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import sharp from "sharp";
 import { LINE_NAMES, type LineName } from "../src/inference/analyzer-types.js";
 import { implausibleCourse } from "../src/inference/anatomy.js";
 import { createAnalyzer } from "../src/inference/analyzer.js";
 import type { Point } from "../src/landmarks/geometry.js";
 import { palmFrame } from "../src/landmarks/palm-frame.js";
 import { BOX_DIR, partOf, readBoxes } from "./box-set.js";
-import { agreement } from "./eval-boxes.js";
+import { maskAgreement } from "./eval-boxes.js";
 
 /** handFrame maps image points into the hand's frame (see the file's comment), on the engine's palm-frame axes. */
 export function handFrame(landmarks: readonly Point[]): (p: Point) => Point {
@@ -135,8 +134,7 @@ async function main(): Promise<number> {
         const stats = result.stats[line];
         const box = boxes.get(file)![line];
         if (!stats.detected || !box) continue;
-        const { data, info } = await sharp(result.masks[line]).toColourspace("b-w").raw().toBuffer({ resolveWithObject: true });
-        const side = agreement(data, info.width, info.height, box).agrees ? "agree" : "wrong";
+        const side = (await maskAgreement(result.masks[line], box)).agrees ? "agree" : "wrong";
         lines[side]++;
         const P = stats.polyline.map(toHand);
         RULES.forEach((rule, i) => {

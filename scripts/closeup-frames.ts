@@ -12,12 +12,11 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import sharp from "sharp";
-import { LINE_NAMES, type LineName } from "../src/inference/analyzer-types.js";
+import { LINE_NAMES } from "../src/inference/analyzer-types.js";
 import { analyzeImage, createPipelineEngine, type PipelineEngine } from "../src/inference/pipeline.js";
 import { FRAME_SIDE, palmFrame } from "../src/landmarks/palm-frame.js";
 import { BOX_DIR, type Box, partOf, readBoxes } from "./box-set.js";
-import { agreement, type Degrade, degraded } from "./eval-boxes.js";
+import { type Degrade, degraded, maskAgreement } from "./eval-boxes.js";
 
 function quantiles(values: number[], ps: number[]): string {
   const s = [...values].sort((a, b) => a - b);
@@ -68,10 +67,9 @@ async function main(): Promise<number> {
         ["oracle", known],
       ] as const) {
         for (const [i, line] of LINE_NAMES.entries()) {
-          const box = boxes.get(file)![line as LineName];
+          const box = boxes.get(file)![line];
           if (!box || !result.stats[line].detected) continue;
-          const { data, info } = await sharp(result.masks[line]).toColourspace("b-w").raw().toBuffer({ resolveWithObject: true });
-          tally[name][agreement(data, info.width, info.height, cut.box(box)).agrees ? "agree" : "wrong"][i]++;
+          tally[name][(await maskAgreement(result.masks[line], cut.box(box))).agrees ? "agree" : "wrong"][i]++;
         }
       }
     }

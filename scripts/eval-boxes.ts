@@ -41,6 +41,12 @@ export function agreement(mask: Uint8Array, width: number, height: number, box: 
   return { inside: inside / n, iou, agrees: inside / n >= MIN_INSIDE && iou >= MIN_IOU };
 }
 
+/** maskAgreement scores a line's mask PNG (an answer's `masks[line]`) against its box by {@link agreement}. */
+export async function maskAgreement(png: Uint8Array, box: Box): Promise<ReturnType<typeof agreement>> {
+  const { data, info } = await sharp(png).toColourspace("b-w").raw().toBuffer({ resolveWithObject: true });
+  return agreement(data, info.width, info.height, box);
+}
+
 /** DEGRADES: what --degrade does to each photo before it is analysed, as a phone's worse photo would. */
 const DEGRADES = {
   /** Underexposed: a third of the light, with sensor noise (SD 2 of 255, seeded), saved as JPEG q90. */
@@ -206,8 +212,7 @@ async function main(): Promise<number> {
           row.push(`${line} - (${reason})`);
           continue;
         }
-        const { data, info } = await sharp(result.masks[line]).toColourspace("b-w").raw().toBuffer({ resolveWithObject: true });
-        const s = agreement(data, info.width, info.height, box);
+        const s = await maskAgreement(result.masks[line], box);
         if (s.agrees) agree[line]++;
         else wrong[line]++;
         const palmWidth = result.hand?.palmWidth ?? 0;
