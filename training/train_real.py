@@ -27,6 +27,8 @@ Close-ups (--closeup, with --geo; tried after 3.3.0, not released): that share o
 is, black beyond the square around the lines' boxes, and framed as a close-up's landmarks frame it
 (turned, enlarged and shifted more than --geo's jitter); the teacher's lines on the clean view stay
 the pseudo-labels.
+AdaBN (--adapt-bn; tried in the fourth from-nothing run, not used: MODEL_CARD.md): before step 1, BatchNorm's
+statistics re-estimated on batches of the training mix, real views among them, then frozen as always.
 Real views whose file name's SHA-256 starts with 4 or 5 (an eighth of the training part) are held
 out of training to compare checkpoints (`npm run eval:boxes -- --part heldout`). Resumable: --resume last.pt.
 """
@@ -165,6 +167,20 @@ def jitter(rng, img, lab, palm, teach, cut=None):
     return np.clip(x, 0, 255).astype(np.uint8), out, palm, teach, m
 
 
+def adapt_bn(net, batches, device):
+    """AdaBN: BatchNorm's running statistics re-estimated as the plain mean over `batches` (views of the
+    training mix, real among them), the weights unchanged; training then keeps them frozen."""
+    bns = [m for m in net.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    moms = [m.momentum for m in bns]
+    for m in bns:
+        m.reset_running_stats(); m.momentum = None; m.train()
+    with torch.no_grad():
+        for x in batches:
+            net(x.to(device))
+    for m, mo in zip(bns, moms):
+        m.momentum = mo; m.eval()
+
+
 def pair_theta(m_a, m_b, s):
     """The affine_grid theta that resamples a map in view b's frame into view a's frame (both warps
     of one view by jitter: m_a, m_b 2x3 in pixels; align_corners=False)."""
@@ -213,6 +229,8 @@ def main():
     ap.add_argument("--cons-pairs", type=int, default=2)
     ap.add_argument("--closeup", type=float, default=0.0,
                     help="with --geo, the share of real views cut and framed as a close-up's (tried after 3.3.0)")
+    ap.add_argument("--adapt-bn", type=int, default=0,
+                    help="batches of the training mix that re-estimate BatchNorm's statistics before step 1 (AdaBN)")
     ap.add_argument("--ckpt-min", type=float, default=5.0)
     ap.add_argument("--time-budget", type=float, default=None,
                     help="seconds: the LR schedule runs on wall time and training stops when it is spent (a shared "
@@ -274,6 +292,16 @@ def main():
         n_lab = int((r_lab[train_idx, :, 0, 0, 0] >= 0).sum())
         print(f"pseudo-labels: {int(keep[train_idx].sum())} of {n_lab} labelled training lines agree with their boxes "
               f"(heart/head/life {[int(v) for v in keep[train_idx].sum(0)]})", flush=True)
+
+    if a.adapt_bn > 0 and not a.resume:
+        def mix(i):   # its own random stream: the training steps draw what they drew without it
+            rng = np.random.default_rng([a.seed, 1 << 20, i])
+            x_s = make_batch(rng, ims, ms, a.synth_batch, None, True)[0]
+            picks = rng.choice(train_idx, a.real_batch)
+            xr = np.stack([jitter(rng, r_ims[k], r_lab[k], teacher[k], None)[0] if a.geo else r_ims[k] for k in picks])
+            return torch.cat([x_s, torch.from_numpy(xr).permute(0, 3, 1, 2).float().div_(255.0)])
+        adapt_bn(net, (mix(i) for i in range(a.adapt_bn)), a.device)
+        print(f"BatchNorm statistics re-estimated on {a.adapt_bn} batches of the training mix", flush=True)
 
     def set_train():
         net.train()
