@@ -3,7 +3,8 @@
 #   sh training/run.sh release   # palm-lines 3.3, the released model (also with no stage named): the stages
 #                                # before it (2.0, 3.0, 3.1, 3.2) first where their files are missing
 #   sh training/run.sh scratch   # a line model from nothing into training/runs/s0/ (not released; DEVICE=cuda on a
-#                                # GPU); scratch-train runs its training stages alone
+#                                # GPU); scratch-train runs its training stages alone, scratch-calibrate its
+#                                # calibration (of weights trained elsewhere)
 #   sh training/run.sh metrics   # the released file on the held-out synthetic test sets -> models/palm-lines/metrics.json
 #   sh training/run.sh smoke     # the chain of train/export/evaluate on tiny data in about a minute (nothing in models/)
 #   sh training/run.sh data|train|export|evaluate   # the 1.x photo-frame chain, retired with its engine: it
@@ -211,8 +212,13 @@ valsets() {
 }
 scratch() {
   check_versions
-  R=${RUN0:-training/runs/s0}
   scratch_train
+  scratch_calibrate
+}
+# The calibration of stage c's weights alone (its final.pt made here or on a GPU): the synthetic tune, then
+# min_confidence and the palm floor on the box set's training part, and the export.
+scratch_calibrate() {
+  R=${RUN0:-training/runs/s0}
   valsets
   [ -f "$R/calibration-synthetic.json" ] || \
     $PY -m training.evaluate --ckpt "$R/c/final.pt" --data "$VD" --canonical --tune --min-backs "$MIN_BACKS" \
@@ -245,6 +251,7 @@ case "${1:-release}" in
   release) release ;;
   scratch) scratch ;;
   scratch-train) scratch_train ;;
+  scratch-calibrate) scratch_calibrate ;;
   metrics) metrics ;;
-  *) echo "usage: sh training/run.sh [release|scratch|scratch-train|metrics|smoke|release32|release31|release3|release2|data|train|export|evaluate]"; exit 2 ;;
+  *) echo "usage: sh training/run.sh [release|scratch|scratch-train|scratch-calibrate|metrics|smoke|release32|release31|release3|release2|data|train|export|evaluate]"; exit 2 ;;
 esac
