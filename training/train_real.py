@@ -27,8 +27,8 @@ Close-ups (--closeup, with --geo; tried after 3.3.0, not released): that share o
 is, black beyond the square around the lines' boxes, and framed as a close-up's landmarks frame it
 (turned, enlarged and shifted more than --geo's jitter); the teacher's lines on the clean view stay
 the pseudo-labels.
-AdaBN (--adapt-bn; tried in the fourth from-nothing run, not used: MODEL_CARD.md): before step 1, BatchNorm's
-statistics re-estimated on batches of the training mix, real views among them, then frozen as always.
+AdaBN (--adapt-bn, with --geo; tried in the fourth from-nothing run, not used: MODEL_CARD.md): before step 1,
+BatchNorm's statistics re-estimated on batches of the training mix, real views among them, then frozen as always.
 Real views whose file name's SHA-256 starts with 4 or 5 (an eighth of the training part) are held
 out of training to compare checkpoints (`npm run eval:boxes -- --part heldout`). Resumable: --resume last.pt.
 """
@@ -242,6 +242,8 @@ def main():
         ap.error("--w-cons needs --geo (it compares two jitters of one view)")
     if a.closeup > 0 and not a.geo:
         ap.error("--closeup needs --geo (a close-up's frame is a jitter)")
+    if a.adapt_bn > 0 and not a.geo:
+        ap.error("--adapt-bn needs --geo (its real views are jittered as training's are)")
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
@@ -298,14 +300,14 @@ def main():
             rng = np.random.default_rng([a.seed, 1 << 20, i])
             x_s = make_batch(rng, ims, ms, a.synth_batch, None, True)[0]
             picks = rng.choice(train_idx, a.real_batch)
-            xr = np.stack([jitter(rng, r_ims[k], r_lab[k], teacher[k], None)[0] if a.geo else r_ims[k] for k in picks])
+            xr = np.stack([jitter(rng, r_ims[k], r_lab[k], teacher[k], None)[0] for k in picks])
             return torch.cat([x_s, torch.from_numpy(xr).permute(0, 3, 1, 2).float().div_(255.0)])
         adapt_bn(net, (mix(i) for i in range(a.adapt_bn)), a.device)
         print(f"BatchNorm statistics re-estimated on {a.adapt_bn} batches of the training mix", flush=True)
 
     def set_train():
         net.train()
-        for m in net.modules():   # BatchNorm statistics stay those of the released model
+        for m in net.modules():   # BatchNorm statistics stay those of the starting model (or --adapt-bn's)
             if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
                 m.eval()
 
