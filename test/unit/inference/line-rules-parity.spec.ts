@@ -14,12 +14,14 @@ import { afterAll, describe, expect, it } from "vitest";
 import { LINE_NAMES, type LineName } from "../../../src/inference/analyzer-types.js";
 import { DEFAULT_MODEL_PATH } from "../../../src/inference/model-session.js";
 import { parseModelMetadata, readOnnxMetadataProps } from "../../../src/inference/model-metadata.js";
-import { growLine, palmDistanceMap, palmShare, selectLine } from "../../../src/inference/postprocess.js";
+import { LINE_RULES, growLine, palmDistanceMap, palmShare, selectLine } from "../../../src/inference/postprocess.js";
 
 const root = new URL("../../../", import.meta.url).pathname;
 const PYTHON = "/usr/bin/python3";
 const S = 256;
 const meta = parseModelMetadata(readOnnxMetadataProps(readFileSync(DEFAULT_MODEL_PATH)));
+/** The smallest component that is not a speck, in pixels. */
+const SPECK = Math.ceil(Math.max(LINE_RULES.speckMinPixels, meta.detection.minPixels * LINE_RULES.speckShare));
 
 const hasNumpy = spawnSync(PYTHON, ["-c", "import numpy, cv2"], { stdio: "ignore" }).status === 0;
 if (!hasNumpy)
@@ -126,9 +128,11 @@ function designed(): { name: string; maps: Maps }[] {
     palm(m, 128, 128, 12, 10);
     stroke(m[life], [[120, 120], [125, 140]], 0.9);
   });
-  add("specks of 2 and 3 pixels", (m) => {
-    m[heart].set([0.9, 0.9], 120 * S + 120);
-    m[head].set([0.9, 0.9, 0.9], 130 * S + 120);
+  // A speck is a component under max(speck_min_pixels, speck_share x min_pixels) pixels: one just under
+  // that size and one at it (too few to detect), whatever min_pixels the released calibration has.
+  add(`specks of ${SPECK - 1} and ${SPECK} pixels`, (m) => {
+    m[heart].fill(0.9, 120 * S + 100, 120 * S + 100 + SPECK - 1);
+    m[head].fill(0.9, 130 * S + 100, 130 * S + 100 + SPECK);
   });
   // Families that sweep one rule across its limit, a step per map (lengths in pixels at S = 256).
   for (const k of [4, 5, 6, 7, 8, 10, 12, 14, 17]) {
@@ -233,8 +237,9 @@ describe.skipIf(!hasNumpy)("line rules: postprocess.ts and training/line_rules.p
       "the crease alongside",
     ).toBe(false);
     expect(ours[6].palm_share).toBeLessThan(meta.cropMinPalm);
-    expect(ours[7].lines.heart.why, "2 pixels: a speck").toBe("not_visible");
-    expect(ours[7].lines.head.why, "3 pixels: too few").toBe("low_confidence");
+    expect(SPECK, "a component of SPECK pixels is too few to detect").toBeLessThan(meta.detection.minPixels);
+    expect(ours[7].lines.heart.why, `${SPECK - 1} pixels: a speck`).toBe("not_visible");
+    expect(ours[7].lines.head.why, `${SPECK} pixels: too few`).toBe("low_confidence");
   });
 
   it("gives the same outcome as the training evaluation on every map", () => {
