@@ -156,6 +156,10 @@ release() {
 S0A_STEPS=${S0A_STEPS:-2985}
 S0B_STEPS=${S0B_STEPS:-2088}
 S0C_STEPS=${S0C_STEPS:-2442}
+# S0_SEED: stage a's seed; b and c take the next two (50 / 51 / 52, the recipe's). CKPT_MIN: minutes between
+# checkpoints (the scripts' defaults, 5-10, unless set; a GPU's short lease wants them often).
+S0_SEED=${S0_SEED:-50}
+CKPT=${CKPT_MIN:+--ckpt-min $CKPT_MIN}
 DEVICE=${DEVICE:-cpu}
 # A stage stopped before its end (a session ended, a machine was taken back) goes on from its own last
 # checkpoint (last.pt, written every few minutes) when run.sh is run again; a stage with final.pt is done.
@@ -166,13 +170,13 @@ scratch_train() {
   synth3k; backs31; boxviews
   S="$D/canon30_3k,$D/canonneg31,$D/canonneg31"
   [ -f "$R/a/final.pt" ] || $PY -m training.train --data "$S" --out "$R/a" --canonical \
-    --lr 2e-3 --crop 160 --crop-frac 0.5 --steps "$S0A_STEPS" --seed 50 --threads 2 --device "$DEVICE" $(resume "$R/a")
+    --lr 2e-3 --crop 160 --crop-frac 0.5 --steps "$S0A_STEPS" --seed "$S0_SEED" --threads 2 --device "$DEVICE" $CKPT $(resume "$R/a")
   [ -f "$R/b/final.pt" ] || $PY -m training.train_real --synth "$S" --real "$D/boxes_train" \
-    --init "$R/a/final.pt" --out "$R/b" --steps "$S0B_STEPS" --lr 5e-4 --w-frac 1.0 --geo --seed 51 --threads 2 --device "$DEVICE" \
-    $(resume "$R/b")
+    --init "$R/a/final.pt" --out "$R/b" --steps "$S0B_STEPS" --lr 5e-4 --w-frac 1.0 --geo --seed $((S0_SEED + 1)) --threads 2 --device "$DEVICE" \
+    $CKPT $(resume "$R/b")
   [ -f "$R/c/final.pt" ] || $PY -m training.train_real --synth "$S" --real "$D/boxes_train" \
-    --init "$R/b/final.pt" --out "$R/c" --steps "$S0C_STEPS" --w-frac 1.0 --geo --w-pseudo 5.0 --w-cons 2.0 --seed 52 \
-    --threads 2 --device "$DEVICE" $(resume "$R/c")
+    --init "$R/b/final.pt" --out "$R/c" --steps "$S0C_STEPS" --w-frac 1.0 --geo --w-pseudo 5.0 --w-cons 2.0 --seed $((S0_SEED + 2)) \
+    --threads 2 --device "$DEVICE" $CKPT $(resume "$R/c")
 }
 # pick_confidence CKPT CALIB [VALDATA]: the synthetic sets' min_confidence misses real lines (a model trained on real
 # photos is less sure of them than of synthetic ones), so it is chosen again on the box set's held-out
