@@ -1,0 +1,40 @@
+#!/bin/bash
+# From-nothing chains side by side on one lent GPU: `run.sh scratch-train` once per seed in SEEDS
+# (DEVICE=cuda), for a machine without ../shared or Node.js and with a time limit per call. The box set's
+# training views come packed (training/views_pack.py); the synthetic sets are drawn there on every core.
+# It stops waiting after LIMIT seconds; the stages checkpoint every CKPT_MIN minutes, so the same command
+# run again goes on where they stopped. Each finished chain's stage-3 weights, without the optimiser's
+# state (5 MB), are copied to DEST/s<seed>.pt, for `run.sh scratch-calibrate` at home (RUN0/c/final.pt).
+#   SEEDS="70 80 90" LIMIT=500 bash training/gpu_chains.sh VIEWS.npz DEST
+set -u
+cd "$(dirname "$0")/.."
+VIEWS=$1; DEST=$2
+export PYTHONUNBUFFERED=1 PY=${PY:-python3} DEVICE=${DEVICE:-cuda} CKPT_MIN=${CKPT_MIN:-0.5}
+D=${DATA:-training/data}; T0=$(date +%s); LIMIT=${LIMIT:-500}; SEEDS=${SEEDS:-50}; CPUS=$(nproc)
+mkdir -p "$DEST" training/runs/logs
+[ -f "$D/boxes_train/meta.json" ] || $PY -m training.views_pack unpack "$VIEWS" "$D/boxes_train"
+# The sets run.sh's synth3k and backs31 draw (same seeds and sizes), here on every core.
+[ -f "$D/canon30_3k/shard_0005.npz" ] ||
+  $PY -m training.generate --out "$D/canon30_3k" --n 3000 --seed 30 --kind 3 --fades --workers $((CPUS * 3 / 4)) &
+[ -f "$D/canonneg31/shard_0001.npz" ] ||
+  $PY -m training.generate --out "$D/canonneg31" --n 1000 --seed 31 --kind 4 --fades --workers $((CPUS / 4 + 1)) &
+wait
+echo "gpu_chains: data at $(($(date +%s) - T0)) s"
+for s in $SEEDS; do
+  RUN0=training/runs/s$s S0_SEED=$s DATA=$D sh training/run.sh scratch-train >>"training/runs/logs/s$s.log" 2>&1 &
+done
+while [ -n "$(jobs -r)" ] && [ $(($(date +%s) - T0)) -lt "$LIMIT" ]; do sleep 5; done
+echo "gpu_chains: stopped waiting at $(($(date +%s) - T0)) s"
+for s in $SEEDS; do
+  for st in a b c; do
+    f=training/runs/s$s/$st
+    if [ -f "$f/final.pt" ]; then echo "s$s $st: done"; elif [ -f "$f/last.pt" ]; then echo "s$s $st: stopped, checkpoint kept"; fi
+  done
+  [ -f "training/runs/s$s/c/final.pt" ] && $PY -c "
+import sys, torch
+c = torch.load(sys.argv[1], map_location='cpu', weights_only=False); c.pop('opt', None)
+c['model'] = {k: v.float().cpu() for k, v in c['model'].items()}; torch.save(c, sys.argv[2])" \
+    "training/runs/s$s/c/final.pt" "$DEST/s$s.pt"
+done
+grep -h '^done\|pseudo-labels' training/runs/logs/*.log
+tar czf "$DEST/logs.tgz" training/runs/logs $(ls training/runs/s*/*/train_info.json 2>/dev/null)
