@@ -1,0 +1,57 @@
+"""What one training step costs on this CPU for other views and network widths: issue 28's finer view
+(item 2) against the from-nothing recipe's 3 hours (item 6). The released network (PalmUNet's
+channels times WIDTH) at SIZE px, batch 8, the recipe's loss and optimiser, forward, backward and
+update on random data; the configurations alternate round by round and each one's median is printed
+with its ratio to the first. Results: docs/decisions/finer-view-cost.md.
+
+    /usr/bin/python3 -m training.step_cost [--configs 256:1,384:0.5,384:0.375,320:0.5,256:0.5] [--rounds 7]
+"""
+import argparse
+import time
+
+import torch
+
+from training.model import PalmUNet, count_params, loss_fn
+
+BASE = dict(enc=(16, 32, 64, 128), bottleneck=192, dec=(96, 64, 24, 16))
+
+
+def arch_at(width):
+    """PalmUNet's arguments with every layer's channels times `width` (at least 4)."""
+    scale = lambda c: max(4, int(round(c * width)))  # noqa: E731
+    return dict(enc=tuple(map(scale, BASE["enc"])), bottleneck=scale(BASE["bottleneck"]), dec=tuple(map(scale, BASE["dec"])))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--configs", default="256:1,384:0.5,384:0.375,320:0.5,256:0.5", help="SIZE:WIDTH,...; the first is the base")
+    ap.add_argument("--rounds", type=int, default=7, help="timed rounds, after one untimed")
+    ap.add_argument("--threads", type=int, default=2)
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    configs = [(int(s), float(w)) for s, w in (c.split(":") for c in a.configs.split(","))]
+    runs = {}
+    for size, width in configs:
+        torch.manual_seed(0)
+        net = PalmUNet(**arch_at(width))
+        x = torch.rand(8, 3, size, size)
+        y = (torch.rand(8, 4, size, size) > 0.9).float()
+        runs[(size, width)] = (net, torch.optim.AdamW(net.parameters(), 1e-3), x, y, [])
+    for r in range(a.rounds + 1):
+        for net, opt, x, y, times in runs.values():
+            t = time.perf_counter()
+            opt.zero_grad()
+            loss_fn(net(x), y)[0].backward()
+            opt.step()
+            if r:
+                times.append(time.perf_counter() - t)
+    median = {k: sorted(v[4])[len(v[4]) // 2] for k, v in runs.items()}
+    base = median[configs[0]]
+    print(f"| view | channels | parameters | step (median of {a.rounds}) | ratio |")
+    print("|---|---|---|---|---|")
+    for k in configs:
+        print(f"| {k[0]} px | x {k[1]:g} | {count_params(runs[k][0]):,} | {median[k] * 1000:.0f} ms | {median[k] / base:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
