@@ -9,6 +9,22 @@ def cbr(cin, cout, dilation=1):
             nn.BatchNorm2d(cout), nn.ReLU(inplace=True)]
 
 
+# The released network's channels; arch_at scales them for a narrower one (train.py --width).
+BASE_ARCH = dict(enc=(16, 32, 64, 128), bottleneck=192, dec=(96, 64, 24, 16))
+
+
+def arch_at(width):
+    """PalmUNet's arguments with every layer's channels times `width` (at least 4); 1 is BASE_ARCH."""
+    scale = lambda c: max(4, int(round(c * width)))  # noqa: E731
+    return dict(enc=tuple(map(scale, BASE_ARCH["enc"])), bottleneck=scale(BASE_ARCH["bottleneck"]),
+                dec=tuple(map(scale, BASE_ARCH["dec"])))
+
+
+def net_of(ckpt):
+    """A network shaped as the checkpoint dict's `arch` (the released one where it has none), its weights not loaded."""
+    return PalmUNet(**ckpt.get("arch", {}))
+
+
 class PalmUNet(nn.Module):
     """Encoder 16-32-64-128, bottleneck 192 (one dilated conv for context) at 1/16 resolution,
     light decoder (one conv per level, two at full resolution) to keep CPU cost low."""

@@ -159,6 +159,8 @@ S0C_STEPS=${S0C_STEPS:-2442}
 # S0_SEED: stage a's seed; b and c take the next two (50 / 51 / 52, the recipe's). CKPT_MIN: minutes between
 # checkpoints (the scripts' defaults, 5-10, unless set; a GPU's short lease wants them often).
 S0_SEED=${S0_SEED:-50}
+# S0_WIDTH: stage a's network with its channels times this (train.py --width; unset: the released shape).
+WIDTH=${S0_WIDTH:+--width $S0_WIDTH}
 CKPT=${CKPT_MIN:+--ckpt-min $CKPT_MIN}
 DEVICE=${DEVICE:-cpu}
 # A stage stopped before its end (a session ended, a machine was taken back) goes on from its own last
@@ -170,7 +172,7 @@ scratch_train() {
   synth3k; backs31; boxviews
   S="$D/canon30_3k,$D/canonneg31,$D/canonneg31"
   [ -f "$R/a/final.pt" ] || $PY -m training.train --data "$S" --out "$R/a" --canonical \
-    --lr 2e-3 --crop 160 --crop-frac 0.5 --steps "$S0A_STEPS" --seed "$S0_SEED" --threads 2 --device "$DEVICE" $CKPT $(resume "$R/a")
+    --lr 2e-3 --crop 160 --crop-frac 0.5 --steps "$S0A_STEPS" --seed "$S0_SEED" --threads 2 --device "$DEVICE" $WIDTH $CKPT $(resume "$R/a")
   [ -f "$R/b/final.pt" ] || $PY -m training.train_real --synth "$S" --real "$D/boxes_train" \
     --init "$R/a/final.pt" --out "$R/b" --steps "$S0B_STEPS" --lr 5e-4 --w-frac 1.0 --geo --seed $((S0_SEED + 1)) --threads 2 --device "$DEVICE" \
     $CKPT $(resume "$R/b")

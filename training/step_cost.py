@@ -11,16 +11,7 @@ import time
 
 import torch
 
-from training.model import PalmUNet, count_params, loss_fn
-
-BASE = dict(enc=(16, 32, 64, 128), bottleneck=192, dec=(96, 64, 24, 16))
-
-
-def arch_at(width):
-    """PalmUNet's arguments with every layer's channels times `width` (at least 4)."""
-    scale = lambda c: max(4, int(round(c * width)))  # noqa: E731
-    return dict(enc=tuple(map(scale, BASE["enc"])), bottleneck=scale(BASE["bottleneck"]), dec=tuple(map(scale, BASE["dec"])))
-
+from training.model import PalmUNet, arch_at, count_params, loss_fn
 
 def main():
     ap = argparse.ArgumentParser()

@@ -15,7 +15,7 @@ import time
 import numpy as np
 import torch
 
-from training.model import PalmUNet, count_params, loss_fn
+from training.model import BASE_ARCH, PalmUNet, arch_at, count_params, loss_fn, net_of
 from training import export as exp
 
 
@@ -88,6 +88,8 @@ def main():
     ap.add_argument("--init", default=None,
                     help="start from these weights (a checkpoint, e.g. one made by training.from_onnx) with a fresh "
                          "optimiser and schedule")
+    ap.add_argument("--width", type=float, default=1.0,
+                    help="the network's channels times this (a new network only; 1: the released shape)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--device", default="cpu",
                     help="torch device: cuda where a GPU is lent (the same steps and batches; other arithmetic)")
@@ -114,15 +116,18 @@ def main():
     last_reload = time.time()
     print(f"data: {len(ims)} samples (scene {np.sum(ks==0)}, crop {np.sum(ks==1)}, neg {np.sum(ks==2)})", flush=True)
 
-    net = PalmUNet().to(a.device)
+    # A resumed or initialised run keeps its checkpoint's shape; --width shapes a new network only.
+    sd = torch.load(a.resume or a.init, map_location="cpu") if (a.resume or a.init) else None
+    if sd is not None and a.width != 1.0 and {k: sd.get("arch", BASE_ARCH)[k] for k in BASE_ARCH} != arch_at(a.width):
+        raise SystemExit(f"train: --width {a.width} does not match the network of {a.resume or a.init}")
+    net = (net_of(sd) if sd is not None else PalmUNet(**arch_at(a.width))).to(a.device)
     opt = torch.optim.AdamW(net.parameters(), lr=a.lr, weight_decay=1e-4)
     start = 0
     if a.resume:
-        sd = torch.load(a.resume, map_location="cpu")
         net.load_state_dict(sd["model"]); opt.load_state_dict(sd["opt"]); start = sd["step"]
         rng = np.random.default_rng([a.seed, start])
     elif a.init:
-        net.load_state_dict(torch.load(a.init, map_location="cpu")["model"])
+        net.load_state_dict(sd["model"])
         print(f"init weights: {a.init}", flush=True)
     print(f"params: {count_params(net)}", flush=True)
 

@@ -46,7 +46,7 @@ import torch.nn.functional as F
 
 from training import export as exp
 from training import real_boxes
-from training.model import PalmUNet, count_params, loss_fn
+from training.model import count_params, loss_fn, net_of
 from training.train import load_shards, lr_at, make_batch, shard_files
 
 HELD_OUT = "45"
@@ -253,14 +253,13 @@ def main():
     train_idx = np.array([i for i, s in enumerate(r_meta) if not held_out(s["file"])])
     print(f"synthetic {len(ims)}, real {len(train_idx)} for training ({len(r_meta) - len(train_idx)} held out)", flush=True)
 
-    net = PalmUNet().to(a.device)
+    sd = torch.load(a.resume or a.init, map_location="cpu")
+    net = net_of(sd).to(a.device)   # the starting model's shape (train.py --width)
     opt = torch.optim.AdamW(net.parameters(), lr=a.lr, weight_decay=1e-4)
     start = 0
+    net.load_state_dict(sd["model"])
     if a.resume:
-        sd = torch.load(a.resume, map_location="cpu")
-        net.load_state_dict(sd["model"]); opt.load_state_dict(sd["opt"]); start = sd["step"]
-    else:
-        net.load_state_dict(torch.load(a.init, map_location="cpu")["model"])
+        opt.load_state_dict(sd["opt"]); start = sd["step"]
     print(f"params: {count_params(net)}; start at step {start}", flush=True)
 
     # The starting model's palm, once per real view: the real loss keeps it (the boxes do not say).
@@ -270,8 +269,9 @@ def main():
     if os.path.exists(teacher_file) and os.path.exists(lines_file):
         teacher, t_lines = np.load(teacher_file), np.load(lines_file)
     else:
-        init = PalmUNet()
-        init.load_state_dict(torch.load(a.init, map_location="cpu")["model"])
+        init_sd = torch.load(a.init, map_location="cpu")
+        init = net_of(init_sd)
+        init.load_state_dict(init_sd["model"])
         init.to(a.device).eval()
         teacher = np.zeros(r_ims.shape[:3], np.uint8)
         t_lines = np.zeros((len(r_ims), 3) + r_ims.shape[1:3], np.uint8)
