@@ -12,15 +12,10 @@ set -u
 cd "$(dirname "$0")/.."
 VIEWS=$1; DEST=$2
 export PYTHONUNBUFFERED=1 PY=${PY:-python3} DEVICE=${DEVICE:-cuda} CKPT_MIN=${CKPT_MIN:-0.5}
-D=${DATA:-training/data}; T0=$(date +%s); LIMIT=${LIMIT:-500}; SEEDS=${SEEDS:-50}; NAME=${NAME:-s}; CPUS=$(nproc)
+D=${DATA:-training/data}; T0=$(date +%s); LIMIT=${LIMIT:-500}; SEEDS=${SEEDS:-50}; NAME=${NAME:-s}
 mkdir -p "$DEST" training/runs/logs
 [ -f "$D/boxes_train/meta.json" ] || $PY -m training.views_pack unpack "$VIEWS" "$D/boxes_train"
-# The sets run.sh's synth3k and backs31 draw (same seeds and sizes), here on every core.
-[ -f "$D/canon30_3k/shard_0005.npz" ] ||
-  $PY -m training.generate --out "$D/canon30_3k" --n 3000 --seed 30 --kind 3 --fades --workers $((CPUS * 3 / 4)) &
-[ -f "$D/canonneg31/shard_0001.npz" ] ||
-  $PY -m training.generate --out "$D/canonneg31" --n 1000 --seed 31 --kind 4 --fades --workers $((CPUS / 4 + 1)) &
-wait
+DATA=$D GEN_WORKERS=$(nproc) sh training/run.sh scratch-data || exit 1
 echo "gpu_chains: data at $(($(date +%s) - T0)) s"
 for s in $SEEDS; do
   RUN0=training/runs/$NAME$s S0_SEED=$s DATA=$D sh training/run.sh scratch-train >>"training/runs/logs/$NAME$s.log" 2>&1 &
@@ -39,4 +34,4 @@ c['model'] = {k: v.float().cpu() for k, v in c['model'].items()}; torch.save(c, 
     "training/runs/$NAME$s/c/final.pt" "$DEST/$NAME$s.pt"
 done
 grep -h '^done\|pseudo-labels' training/runs/logs/*.log
-tar czf "$DEST/logs.tgz" training/runs/logs $(ls training/runs/s*/*/train_info.json 2>/dev/null)
+tar czf "$DEST/logs.tgz" training/runs/logs $(for s in $SEEDS; do ls training/runs/$NAME$s/*/train_info.json; done 2>/dev/null)

@@ -3,8 +3,8 @@
 #   sh training/run.sh release   # palm-lines 3.3, the released model (also with no stage named): the stages
 #                                # before it (2.0, 3.0, 3.1, 3.2) first where their files are missing
 #   sh training/run.sh scratch   # a line model from nothing into training/runs/s0/ (not released; DEVICE=cuda on a
-#                                # GPU); scratch-train runs its training stages alone, scratch-calibrate its
-#                                # calibration (of weights trained elsewhere)
+#                                # GPU); scratch-data makes its data alone, scratch-train its training stages,
+#                                # scratch-calibrate its calibration (of weights trained elsewhere)
 #   sh training/run.sh metrics   # the released file on the held-out synthetic test sets -> models/palm-lines/metrics.json
 #   sh training/run.sh smoke     # the chain of train/export/evaluate on tiny data in about a minute (nothing in models/)
 #   sh training/run.sh data|train|export|evaluate   # the 1.x photo-frame chain, retired with its engine: it
@@ -89,8 +89,10 @@ release2() {
 V3_STEPS=${V3_STEPS:-1138}
 V2_CALIB=${V2_CALIB:-training/runs/v2/calibration.json}
 # The first 3,000 samples of canon30 (sample i depends only on the seed and i).
-synth3k() { [ -f "$D/canon30_3k/shard_0005.npz" ] || $PY -m training.generate --out "$D/canon30_3k" --n 3000 --seed 30 --kind 3 --fades; }
-backs31() { [ -f "$D/canonneg31/shard_0001.npz" ] || $PY -m training.generate --out "$D/canonneg31" --n 1000 --seed 31 --kind 4 --fades; }
+# GEN_WORKERS: processes drawing them (the same samples for any number; training/gpu_chains.sh uses every core).
+GEN_WORKERS=${GEN_WORKERS:-2}
+synth3k() { [ -f "$D/canon30_3k/shard_0005.npz" ] || $PY -m training.generate --out "$D/canon30_3k" --n 3000 --seed 30 --kind 3 --fades --workers "$GEN_WORKERS"; }
+backs31() { [ -f "$D/canonneg31/shard_0001.npz" ] || $PY -m training.generate --out "$D/canonneg31" --n 1000 --seed 31 --kind 4 --fades --workers "$GEN_WORKERS"; }
 # The box set's training part as canonical views (read from ../shared, written under $D only).
 boxviews() { [ -f "$D/boxes_train/meta.json" ] || node --import tsx training/box_views.ts --out "$D/boxes_train"; }
 # finetune FROM RUN SYNTH OUT VERSION [train_real options]: the ONNX file FROM rebuilt as RUN/init.pt,
@@ -166,10 +168,12 @@ DEVICE=${DEVICE:-cpu}
 # A stage stopped before its end (a session ended, a machine was taken back) goes on from its own last
 # checkpoint (last.pt, written every few minutes) when run.sh is run again; a stage with final.pt is done.
 resume() { [ ! -f "$1/last.pt" ] || echo "--resume $1/last.pt"; }
+# The data of the from-nothing stages, made where it is missing (a stage of its own for chains run side by side).
+scratch_data() { mkdir -p "$D"; synth3k; backs31; boxviews; }
 scratch_train() {
   R=${RUN0:-training/runs/s0}
-  mkdir -p "$R/a" "$R/b" "$R/c" "$D"
-  synth3k; backs31; boxviews
+  mkdir -p "$R/a" "$R/b" "$R/c"
+  scratch_data
   S="$D/canon30_3k,$D/canonneg31,$D/canonneg31"
   [ -f "$R/a/final.pt" ] || $PY -m training.train --data "$S" --out "$R/a" --canonical \
     --lr 2e-3 --crop 160 --crop-frac 0.5 --steps "$S0A_STEPS" --seed "$S0_SEED" --threads 2 --device "$DEVICE" $WIDTH $CKPT $(resume "$R/a")
@@ -256,8 +260,9 @@ case "${1:-release}" in
   release32) release32 ;;
   release) release ;;
   scratch) scratch ;;
+  scratch-data) scratch_data ;;
   scratch-train) scratch_train ;;
   scratch-calibrate) scratch_calibrate ;;
   metrics) metrics ;;
-  *) echo "usage: sh training/run.sh [release|scratch|scratch-train|scratch-calibrate|metrics|smoke|release32|release31|release3|release2|data|train|export|evaluate]"; exit 2 ;;
+  *) echo "usage: sh training/run.sh [release|scratch|scratch-data|scratch-train|scratch-calibrate|metrics|smoke|release32|release31|release3|release2|data|train|export|evaluate]"; exit 2 ;;
 esac

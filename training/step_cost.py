@@ -13,6 +13,7 @@ import torch
 
 from training.model import PalmUNet, arch_at, count_params, loss_fn
 
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--configs", default="256:1,384:0.5,384:0.375,320:0.5,256:0.5", help="SIZE:WIDTH,...; the first is the base")

@@ -269,7 +269,7 @@ def main():
     if os.path.exists(teacher_file) and os.path.exists(lines_file):
         teacher, t_lines = np.load(teacher_file), np.load(lines_file)
     else:
-        init_sd = torch.load(a.init, map_location="cpu")
+        init_sd = torch.load(a.init, map_location="cpu") if a.resume else sd
         init = net_of(init_sd)
         init.load_state_dict(init_sd["model"])
         init.to(a.device).eval()
