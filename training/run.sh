@@ -248,21 +248,26 @@ metrics() {
   $PY -m training.evaluate --ckpt "$RUN/released.pt" --data "$D" --onnx "$RELEASED" --canonical --out models/palm-lines/metrics.json
 }
 
-case "${1:-release}" in
-  data) data ;;
-  train) shift; train "$@" ;;
-  export) export_ ;;
-  evaluate) evaluate ;;
-  smoke) smoke ;;
-  release2) release2 ;;
-  release3) release3 ;;
-  release31) release31 ;;
-  release32) release32 ;;
-  release) release ;;
-  scratch) scratch ;;
-  scratch-data) scratch_data ;;
-  scratch-train) scratch_train ;;
-  scratch-calibrate) scratch_calibrate ;;
-  metrics) metrics ;;
-  *) echo "usage: sh training/run.sh [release|scratch|scratch-data|scratch-train|scratch-calibrate|metrics|smoke|release32|release31|release3|release2|data|train|export|evaluate]"; exit 2 ;;
-esac
+# The whole dispatch is one line's command (main, then exit): sh parses it before running it, so an edit to
+# this file while a long stage runs cannot change what the running shell reads next.
+main() {
+  case "${1:-release}" in
+    data) data ;;
+    train) shift; train "$@" ;;
+    export) export_ ;;
+    evaluate) evaluate ;;
+    smoke) smoke ;;
+    release2) release2 ;;
+    release3) release3 ;;
+    release31) release31 ;;
+    release32) release32 ;;
+    release) release ;;
+    scratch) scratch ;;
+    scratch-data) scratch_data ;;
+    scratch-train) scratch_train ;;
+    scratch-calibrate) scratch_calibrate ;;
+    metrics) metrics ;;
+    *) echo "usage: sh training/run.sh [release|scratch|scratch-data|scratch-train|scratch-calibrate|metrics|smoke|release32|release31|release3|release2|data|train|export|evaluate]"; exit 2 ;;
+  esac
+}
+main "$@"; exit $?
