@@ -5,7 +5,7 @@ synthetic sets (seeds differ from training).
     /usr/bin/python3 -m training.evaluate --ckpt training/runs/v2/final.pt --onnx models/palm-lines/palm-lines.onnx
 
 * Lines on {split}_canon (canonical palm views), per line: precision / recall / F1 of line pixels
-  with a 3-pixel tolerance at 256x256, pooled over the set, raw (thresholded probabilities) and
+  with a 3-pixel tolerance at 256x256 (scaled with a larger view), pooled over the set, raw (thresholded probabilities) and
   after the engine's post-processing (training/line_rules.py, the rules of
   src/inference/postprocess.ts from their shared table; none when fewer than `min_lines` lines
   pass), and the share of lines *localised* as ../shared/real-palms/README.md scores real photos
@@ -32,7 +32,7 @@ from training.line_rules import grow_line, largest_cc, palm_distance, palm_share
 from training.train import load_shards, to_tensors
 
 LINES = ("heart", "head", "life")
-TOL = 3
+TOL = 3   # pixels at 256 px; a view of side S uses TOL * S / 256 (tol_counts)
 
 
 def predict(net, imgs, bs=16):
@@ -51,11 +51,12 @@ def unpack(masks):
 def tol_counts(pred, gt):
     """(pred pixels near gt, pred pixels, gt pixels near pred, gt pixels)"""
     npred, ngt = int(pred.sum()), int(gt.sum())
+    tol = TOL * pred.shape[-1] / 256
     if npred == 0 or ngt == 0:
         return 0, npred, 0, ngt
     dgt = cv2.distanceTransform((gt == 0).astype(np.uint8), cv2.DIST_L2, 5)
     dpr = cv2.distanceTransform((pred == 0).astype(np.uint8), cv2.DIST_L2, 5)
-    return int((dgt[pred > 0] <= TOL).sum()), npred, int((dpr[gt > 0] <= TOL).sum()), ngt
+    return int((dgt[pred > 0] <= tol).sum()), npred, int((dpr[gt > 0] <= tol).sum()), ngt
 
 
 # ../shared/real-palms/README.md: a line is *localised* when it is detected, its mask pixels lie
@@ -227,7 +228,8 @@ def tune_canonical(net, data_root, calib_path, one_se=False, min_backs=None):
     share_neg = np.array([palm_share(p[0].astype(np.float32), thr["palm"]) for p in np_])
     has = vg[:, 1:].reshape(len(vg), 3, -1).any(axis=2)
     rows = []
-    for mp in (10, 15, 20, 30, 40, 60, 80, 100, 130):
+    area = (vp.shape[-1] / 256) ** 2   # min_pixels counts pixels: a larger view's grid is as much larger
+    for mp in (round(m * area) for m in (10, 15, 20, 30, 40, 60, 80, 100, 130)):
         pos, neg = components(vp, pd_pos, mp), components(np_, pd_neg, mp)
         for mc in (0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8):
             npos = np.array([[ok and m >= mc for ok, m in row] for row in pos])

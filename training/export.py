@@ -34,11 +34,11 @@ def load_calib(path):
     return c
 
 
-def metadata(calib):
+def metadata(calib, size=256):
     return {
         "model_name": MODEL_NAME,
         "model_version": MODEL_VERSION,
-        "input_size": "256",
+        "input_size": str(size),
         "channel_order": "RGB",
         "normalization": json.dumps({"scale": 255, "mean": [0, 0, 0], "std": [1, 1, 1]}),
         "letterbox": "center,pad=0",
@@ -54,7 +54,14 @@ def load_net(ckpt):
     sd = torch.load(ckpt, map_location="cpu")
     net = PalmUNet(**sd["arch"])
     net.load_state_dict(sd["model"])
+    net.view_size = sd.get("size", 256)
     return net.eval()
+
+
+def view_size(net):
+    """The side of the views `net` learned from (train.py and train_real.py set it; 256 before them):
+    the exported file's input_size, which the engine renders its palm view at."""
+    return getattr(net, "view_size", 256)
 
 
 def export_onnx(net, out, calib=None, opset=13):
@@ -65,20 +72,21 @@ def export_onnx(net, out, calib=None, opset=13):
     tmp = out + ".tmp"
     with torch.no_grad():
         # The example input on the net's own device: a net training on a GPU exports from there.
-        example = torch.zeros(1, 3, 256, 256, device=next(net.parameters()).device)
+        side = view_size(net)
+        example = torch.zeros(1, 3, side, side, device=next(net.parameters()).device)
         torch.onnx.export(wrapper, example, tmp, input_names=["image"],
                           output_names=["probs"], dynamic_axes={"image": {0: "N"}, "probs": {0: "N"}},
                           opset_version=opset, do_constant_folding=True)
     m = onnx.load(tmp)
     m.producer_name = "palm-lines-training"
-    return save_with_metadata(m, out, calib)
+    return save_with_metadata(m, out, calib, side)
 
 
-def save_with_metadata(m, out, calib):
-    """Replace the model's metadata_props with the contract's (metadata(calib)), check the model
+def save_with_metadata(m, out, calib, size=256):
+    """Replace the model's metadata_props with the contract's (metadata(calib, size)), check the model
     and write it to `out` atomically: readers never see a half-written model."""
     del m.metadata_props[:]
-    for k, v in metadata(calib).items():
+    for k, v in metadata(calib, size).items():
         e = m.metadata_props.add()
         e.key, e.value = k, v
     onnx.checker.check_model(m)
@@ -91,13 +99,16 @@ def save_with_metadata(m, out, calib):
 def restamp(src, out, calib):
     """A released file with new calibration metadata (and MODEL_VERSION): the graph and weights
     are copied unchanged, only metadata_props are replaced."""
-    return save_with_metadata(onnx.load(src), out, calib)
+    m = onnx.load(src)
+    size = {p.key: p.value for p in m.metadata_props}.get("input_size", "256")
+    return save_with_metadata(m, out, calib, int(size))
 
 
 def verify(net, path, n=2, seed=0):
     """Compare torch and onnxruntime-node outputs on random + structured inputs."""
     g = torch.Generator().manual_seed(seed)
-    x = torch.rand(n, 3, 256, 256, generator=g)
+    side = view_size(net)
+    x = torch.rand(n, 3, side, side, generator=g)
     x[:, :, :40] = 0           # letterbox band
     with torch.no_grad():
         ref = torch.sigmoid(net.eval()(x)).numpy()

@@ -104,7 +104,8 @@ def main():
     diff = float((ref - got).abs().max())
     print(f"rebuilt from {a.onnx}: max |p_onnx - p_rebuilt| = {diff:.2e} on {len(x)} training samples")
     assert diff < 1e-3
-    torch.save({"model": net.state_dict(), "arch": net.arch, "step": 0, "from_onnx": a.onnx}, a.out)
+    size = int({p.key: p.value for p in onnx.load(a.onnx).metadata_props}.get("input_size", "256"))
+    torch.save({"model": net.state_dict(), "arch": net.arch, "step": 0, "size": size, "from_onnx": a.onnx}, a.out)
     print("->", a.out)
 
 

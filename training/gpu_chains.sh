@@ -5,14 +5,16 @@
 # It stops waiting after LIMIT seconds; the stages checkpoint every CKPT_MIN minutes, so the same command
 # run again goes on where they stopped. Each finished chain's stage-3 weights, without the optimiser's
 # state (5 MB), are copied to DEST/<NAME><seed>.pt, for `run.sh scratch-calibrate` at home (RUN0/c/final.pt).
-# run.sh's own variables pass through (S0_WIDTH for a narrower network; NAME tells such chains apart).
+# run.sh's own variables pass through (S0_WIDTH for a narrower network, VIEW for a larger view whose
+# VIEWS.npz was packed from box_views --size VIEW; NAME tells such chains apart).
 #   SEEDS="70 80 90" LIMIT=500 bash training/gpu_chains.sh VIEWS.npz DEST
 #   SEEDS="70 80" S0_WIDTH=0.5 NAME=w05s bash training/gpu_chains.sh VIEWS.npz DEST
+#   SEEDS="70 80" VIEW=384 S0_WIDTH=0.375 NAME=v384s bash training/gpu_chains.sh VIEWS384.npz DEST
 set -u
 cd "$(dirname "$0")/.."
 VIEWS=$1; DEST=$2
 export PYTHONUNBUFFERED=1 PY=${PY:-python3} DEVICE=${DEVICE:-cuda} CKPT_MIN=${CKPT_MIN:-0.5}
-D=${DATA:-training/data}; T0=$(date +%s); LIMIT=${LIMIT:-500}; SEEDS=${SEEDS:-50}; NAME=${NAME:-s}
+VIEW=${VIEW:-256}; [ "$VIEW" = 256 ] && D=${DATA:-training/data} || D=${DATA:-training/data/v$VIEW}; export VIEW; T0=$(date +%s); LIMIT=${LIMIT:-500}; SEEDS=${SEEDS:-50}; NAME=${NAME:-s}
 mkdir -p "$DEST" training/runs/logs
 [ -f "$D/boxes_train/meta.json" ] || $PY -m training.views_pack unpack "$VIEWS" "$D/boxes_train"
 DATA=$D GEN_WORKERS=$(nproc) sh training/run.sh scratch-data || exit 1

@@ -12,7 +12,11 @@
 set -e
 cd "$(dirname "$0")/.."
 PY=${PY:-/usr/bin/python3}
-D=${DATA:-training/data}
+# VIEW: the side of the palm view the from-nothing stages train at (issue 28, item 2; 256 unless set). Another
+# side draws its own data (SYNTH_OUT, box_views --size) under training/data/vVIEW, and the exported file's
+# input_size tells the engine to render its view at that side.
+VIEW=${VIEW:-256}
+if [ "$VIEW" = 256 ]; then D=${DATA:-training/data}; else D=${DATA:-training/data/v$VIEW}; export SYNTH_OUT=$VIEW; fi
 RUN=${RUN:-training/runs/main}
 MODEL=${MODEL:-$RUN/palm-lines.onnx}
 CALIB=${CALIB:-$RUN/calibration.json}
@@ -94,7 +98,7 @@ GEN_WORKERS=${GEN_WORKERS:-2}
 synth3k() { [ -f "$D/canon30_3k/shard_0005.npz" ] || $PY -m training.generate --out "$D/canon30_3k" --n 3000 --seed 30 --kind 3 --fades --workers "$GEN_WORKERS"; }
 backs31() { [ -f "$D/canonneg31/shard_0001.npz" ] || $PY -m training.generate --out "$D/canonneg31" --n 1000 --seed 31 --kind 4 --fades --workers "$GEN_WORKERS"; }
 # The box set's training part as canonical views (read from ../shared, written under $D only).
-boxviews() { [ -f "$D/boxes_train/meta.json" ] || node --import tsx training/box_views.ts --out "$D/boxes_train"; }
+boxviews() { [ -f "$D/boxes_train/meta.json" ] || node --import tsx training/box_views.ts --out "$D/boxes_train" --size "$VIEW"; }
 # finetune FROM RUN SYNTH OUT VERSION [train_real options]: the ONNX file FROM rebuilt as RUN/init.pt,
 # fine-tuned by train_real on SYNTH and the box set's training part, exported to OUT as VERSION with
 # 2.0.0's calibration.
@@ -176,7 +180,7 @@ scratch_train() {
   scratch_data
   S="$D/canon30_3k,$D/canonneg31,$D/canonneg31"
   [ -f "$R/a/final.pt" ] || $PY -m training.train --data "$S" --out "$R/a" --canonical \
-    --lr 2e-3 --crop 160 --crop-frac 0.5 --steps "$S0A_STEPS" --seed "$S0_SEED" --threads 2 --device "$DEVICE" $WIDTH $CKPT $(resume "$R/a")
+    --lr 2e-3 --crop $((160 * VIEW / 256)) --crop-frac 0.5 --steps "$S0A_STEPS" --seed "$S0_SEED" --threads 2 --device "$DEVICE" $WIDTH $CKPT $(resume "$R/a")
   [ -f "$R/b/final.pt" ] || $PY -m training.train_real --synth "$S" --real "$D/boxes_train" \
     --init "$R/a/final.pt" --out "$R/b" --steps "$S0B_STEPS" --lr 5e-4 --w-frac 1.0 --geo --seed $((S0_SEED + 1)) --threads 2 --device "$DEVICE" \
     $CKPT $(resume "$R/b")

@@ -121,6 +121,7 @@ def main():
     if sd is not None and a.width != 1.0 and {k: sd.get("arch", BASE_ARCH)[k] for k in BASE_ARCH} != arch_at(a.width):
         raise SystemExit(f"train: --width {a.width} does not match the network of {a.resume or a.init}")
     net = (net_of(sd) if sd is not None else PalmUNet(**arch_at(a.width))).to(a.device)
+    net.view_size = ims.shape[1]   # saved with it: the exported file's input_size
     opt = torch.optim.AdamW(net.parameters(), lr=a.lr, weight_decay=1e-4)
     start = 0
     if a.resume:
@@ -140,7 +141,7 @@ def main():
 
     def save(step, name="last.pt"):
         torch.save({"model": net.state_dict(), "opt": opt.state_dict(), "arch": net.arch, "step": step,
-                    "args": vars(a)}, os.path.join(a.out, name))
+                    "size": net.view_size, "args": vars(a)}, os.path.join(a.out, name))
         if a.export:
             exp.export_onnx(net, a.export, exp.load_calib(a.calib))
             set_train()

@@ -51,13 +51,25 @@ from training.train import load_shards, lr_at, make_batch, shard_files
 
 HELD_OUT = "45"
 W_OUT, W_SPAN, W_THIN, W_PALM = 1.0, 1.0, 0.05, 0.5
-# A line's probability mass in the 256 px canonical view: about 100 px long, 3 px wide.
+# A line's probability mass in the 256 px canonical view: about 100 px long, 3 px wide. A view of
+# side S (box_views --size, SYNTH_OUT) scales it by (S/256)^2 (line_mass): its lines are as much
+# longer and wider.
 LINE_MASS = 300.0
 # A teacher line is a pseudo-label where its pixels over PSEUDO_P agree with its box as eval:boxes
 # scores agreement (real_boxes.agrees).
 PSEUDO_P = 0.5
-# --w-cons compares the two views' lines in cells of this many pixels.
+# --w-cons compares the two views' lines in cells of this many pixels (at 256 px; cons_cell scales it).
 CONS_CELL = 4
+
+
+def line_mass(side):
+    """LINE_MASS for a view `side` px across (exactly LINE_MASS at 256)."""
+    return LINE_MASS * (side / 256) ** 2
+
+
+def cons_cell(side):
+    """CONS_CELL for a view `side` px across (exactly CONS_CELL at 256)."""
+    return max(1, round(CONS_CELL * side / 256))
 
 
 def held_out(file):
@@ -83,7 +95,7 @@ def real_loss(logits, lab, teacher_palm, w_frac=0.0, pseudo=None, w_pseudo=0.0):
     n_in = inside.sum((2, 3)).clamp(min=1)
     l_thin = ((p * inside).sum((2, 3)) / n_in * has).sum() / has.sum().clamp(min=1)
     l_palm = F.binary_cross_entropy_with_logits(logits[:, 0], teacher_palm)
-    mass_out = (p * outside).sum((2, 3)) / LINE_MASS
+    mass_out = (p * outside).sum((2, 3)) / line_mass(logits.shape[-1])
     l_frac = (mass_out * has).sum() / has.sum().clamp(min=1)
     total = W_OUT * l_out + W_SPAN * l_span + W_THIN * l_thin + W_PALM * l_palm + w_frac * l_frac
     l_ps = torch.zeros((), device=logits.device)
@@ -201,8 +213,10 @@ def consistency_loss(logits_a, logits_b, thetas):
     grid = F.affine_grid(torch.from_numpy(thetas).to(pb.device), list(pb.shape), align_corners=False)
     pb_a = F.grid_sample(pb, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
     seen = F.grid_sample(torch.ones_like(pb[:, :1]), grid, mode="nearest", padding_mode="zeros", align_corners=False)
-    d = F.avg_pool2d((pa - pb_a) * seen, CONS_CELL)
-    return (d ** 2).sum((2, 3)).sum(1).mean() * CONS_CELL ** 2 / LINE_MASS
+    side = pa.shape[-1]
+    cell = cons_cell(side)
+    d = F.avg_pool2d((pa - pb_a) * seen, cell)
+    return (d ** 2).sum((2, 3)).sum(1).mean() * cell ** 2 / line_mass(side)
 
 
 def main():
@@ -250,11 +264,15 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     ims, ms, ks = load_shards(a.synth, None, shard_files(a.synth))
     r_ims, r_lab, r_meta = real_boxes.build(a.real)
+    if ims.shape[1] != r_ims.shape[1]:
+        raise SystemExit(f"train_real: synthetic views are {ims.shape[1]} px, real views {r_ims.shape[1]} px "
+                         "(SYNTH_OUT and box_views --size must agree)")
     train_idx = np.array([i for i, s in enumerate(r_meta) if not held_out(s["file"])])
     print(f"synthetic {len(ims)}, real {len(train_idx)} for training ({len(r_meta) - len(train_idx)} held out)", flush=True)
 
     sd = torch.load(a.resume or a.init, map_location="cpu")
     net = net_of(sd).to(a.device)   # the starting model's shape (train.py --width)
+    net.view_size = r_ims.shape[1]  # saved with it: the exported file's input_size
     opt = torch.optim.AdamW(net.parameters(), lr=a.lr, weight_decay=1e-4)
     start = 0
     net.load_state_dict(sd["model"])
@@ -313,7 +331,7 @@ def main():
 
     def save(step, name="last.pt"):
         torch.save({"model": net.state_dict(), "opt": opt.state_dict(), "arch": net.arch, "step": step,
-                    "elapsed": time.time() - t_start, "args": vars(a)}, os.path.join(a.out, name + ".tmp"))
+                    "size": net.view_size, "elapsed": time.time() - t_start, "args": vars(a)}, os.path.join(a.out, name + ".tmp"))
         os.replace(os.path.join(a.out, name + ".tmp"), os.path.join(a.out, name))
         if a.export:
             exp.export_onnx(net, a.export, exp.load_calib(a.calib))
