@@ -10,7 +10,7 @@ import { decodeMask, fixtureImage, tolerantF1, trueMask } from "./fixtures.js";
 
 /** The stats of a line not reported, with its reason. */
 const noLine = (reason: string) => ({ pixels: 0, confidence: 0, coverage: 0, detected: false, polyline: [], length: 0, reason });
-const META = parseModelMetadata({
+const RAW_META = {
   model_name: "oracle",
   model_version: "0.0.0",
   input_size: "256",
@@ -18,7 +18,8 @@ const META = parseModelMetadata({
   thresholds: '{"palm":0.5,"heart":0.5,"head":0.5,"life":0.5}',
   detection: '{"min_pixels":40,"min_confidence":0.6}',
   crop: '{"margin":0.15}',
-});
+};
+const META = parseModelMetadata(RAW_META);
 const S = META.inputSize;
 
 /** A w x h x 3 image holding three 0/1 masks as 0/255 channels. */
@@ -96,6 +97,7 @@ function oracle(
   options: { metadata?: typeof META; palm?: boolean; lines?: readonly LineName[] } = {},
 ): PipelineModel & { calls: number } {
   const metadata = options.metadata ?? META;
+  const S = metadata.inputSize; // the view the engine renders for this model
   const lines = pack(truth.heart, truth.head, truth.life, w, h);
   const palm = pack(truth.palm, truth.palm, truth.palm, w, h);
   const frame = palmFrame(landmarksFor(pose));
@@ -227,6 +229,31 @@ describe("analyzeImage()", () => {
       }
     },
   );
+
+  it("renders the view at the model's own input_size: a 384 px oracle's lines overlap the truth as a 256 px one's do", async () => {
+    // A line model trained at a larger view (training/run.sh VIEW=384) says so in its metadata only.
+    const meta384 = parseModelMetadata({ ...RAW_META, input_size: "384" });
+    const fixture = await upscaledTruth("scene-0", 4);
+    const { w, h } = fixture;
+    const bytes = await sharp(fixtureImage("scene-0")).resize(w, h, { kernel: "nearest" }).jpeg().toBuffer();
+    const pose = whole(w, h);
+    const truth = handTruth("scene-0", fixture, pose);
+    const inputs: number[] = [];
+    const model = oracle(truth, w, h, pose, { metadata: meta384 });
+    const run = model.run.bind(model);
+    model.run = async (input: Float32Array) => {
+      inputs.push(input.length);
+      return run();
+    };
+    const { result } = await analyzeImage(bytes, engine(model, fakeHands(pose, w)));
+    expect(inputs).toEqual([3 * 384 * 384]);
+    expect(result.reason).toBe("");
+    for (const line of LINE_NAMES) {
+      const pred = await decodeMask(result.masks[line]);
+      expect(tolerantF1(pred.data, truth[line], w, h, 4).f1, line).toBeGreaterThanOrEqual(0.9);
+      expect(result.stats[line].detected).toBe(true);
+    }
+  });
 
   it("makes only the images asked for: the same stats, empty images where none was wanted, a scaled-down overlay", async () => {
     const { truth, w, h } = await upscaledTruth("crop-0", 2);
