@@ -243,7 +243,7 @@ describe("analyzeImage()", () => {
     const run = model.run.bind(model);
     model.run = async (input: Float32Array) => {
       inputs.push(input.length);
-      return run();
+      return run(input);
     };
     const { result } = await analyzeImage(bytes, engine(model, fakeHands(pose, w)));
     expect(inputs).toEqual([3 * 384 * 384]);
