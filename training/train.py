@@ -140,8 +140,10 @@ def main():
                     m.eval()
 
     def save(step, name="last.pt"):
+        # Through a temporary file: a stop during the write leaves the last checkpoint whole (resume reads it).
         torch.save({"model": net.state_dict(), "opt": opt.state_dict(), "arch": net.arch, "step": step,
-                    "size": net.view_size, "args": vars(a)}, os.path.join(a.out, name))
+                    "size": net.view_size, "args": vars(a)}, os.path.join(a.out, name + ".tmp"))
+        os.replace(os.path.join(a.out, name + ".tmp"), os.path.join(a.out, name))
         if a.export:
             exp.export_onnx(net, a.export, exp.load_calib(a.calib))
             set_train()
