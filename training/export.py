@@ -100,8 +100,12 @@ def restamp(src, out, calib):
     """A released file with new calibration metadata (and MODEL_VERSION): the graph and weights
     are copied unchanged, only metadata_props are replaced."""
     m = onnx.load(src)
-    size = {p.key: p.value for p in m.metadata_props}.get("input_size", "256")
-    return save_with_metadata(m, out, calib, int(size))
+    return save_with_metadata(m, out, calib, input_size_of(m))
+
+
+def input_size_of(m):
+    """The view side a loaded ONNX model's metadata names (256 where it names none)."""
+    return int({p.key: p.value for p in m.metadata_props}.get("input_size", "256"))
 
 
 def verify(net, path, n=2, seed=0):
