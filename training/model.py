@@ -87,5 +87,15 @@ def loss_fn(logits, target):
     return bce + (dice * dw).sum() / dw.sum(), dice.detach()
 
 
+def logits_of(net, x, bf16=False):
+    """The network's float32 logits for x; with bf16 (train.py/train_real.py --bf16) the forward pass runs in
+    bfloat16 (autocast, channels-last tensors: oneDNN's fast path on this CPU) while the weights, the loss and
+    the optimiser stay float32. Measured: docs/decisions/bf16-training.md."""
+    if not bf16:
+        return net(x)
+    with torch.autocast(x.device.type, dtype=torch.bfloat16):
+        return net(x.contiguous(memory_format=torch.channels_last)).float()
+
+
 def count_params(m):
     return sum(p.numel() for p in m.parameters())

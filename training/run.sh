@@ -168,6 +168,8 @@ S0_SEED=${S0_SEED:-50}
 # S0_WIDTH: stage a's network with its channels times this (train.py --width; unset: the released shape).
 WIDTH=${S0_WIDTH:+--width $S0_WIDTH}
 CKPT=${CKPT_MIN:+--ckpt-min $CKPT_MIN}
+# S0_BF16=1: every stage's forward pass in bfloat16 (train.py --bf16; docs/decisions/bf16-training.md).
+BF16=${S0_BF16:+--bf16}
 DEVICE=${DEVICE:-cpu}
 # A stage stopped before its end (a session ended, a machine was taken back) goes on from its own last
 # checkpoint (last.pt, written every few minutes) when run.sh is run again; a stage with final.pt is done.
@@ -180,13 +182,13 @@ scratch_train() {
   scratch_data
   S="$D/canon30_3k,$D/canonneg31,$D/canonneg31"
   [ -f "$R/a/final.pt" ] || $PY -m training.train --data "$S" --out "$R/a" --canonical \
-    --lr 2e-3 --crop $((160 * VIEW / 256)) --crop-frac 0.5 --steps "$S0A_STEPS" --seed "$S0_SEED" --threads 2 --device "$DEVICE" $WIDTH $CKPT $(resume "$R/a")
+    --lr 2e-3 --crop $((160 * VIEW / 256)) --crop-frac 0.5 --steps "$S0A_STEPS" --seed "$S0_SEED" --threads 2 --device "$DEVICE" $WIDTH $BF16 $CKPT $(resume "$R/a")
   [ -f "$R/b/final.pt" ] || $PY -m training.train_real --synth "$S" --real "$D/boxes_train" \
     --init "$R/a/final.pt" --out "$R/b" --steps "$S0B_STEPS" --lr 5e-4 --w-frac 1.0 --geo --seed $((S0_SEED + 1)) --threads 2 --device "$DEVICE" \
-    $CKPT $(resume "$R/b")
+    $BF16 $CKPT $(resume "$R/b")
   [ -f "$R/c/final.pt" ] || $PY -m training.train_real --synth "$S" --real "$D/boxes_train" \
     --init "$R/b/final.pt" --out "$R/c" --steps "$S0C_STEPS" --w-frac 1.0 --geo --w-pseudo 5.0 --w-cons 2.0 --seed $((S0_SEED + 2)) \
-    --threads 2 --device "$DEVICE" $CKPT $(resume "$R/c")
+    --threads 2 --device "$DEVICE" $BF16 $CKPT $(resume "$R/c")
 }
 # pick_confidence CKPT CALIB [VALDATA]: the synthetic sets' min_confidence misses real lines (a model trained on real
 # photos is less sure of them than of synthetic ones), so it is chosen again on the box set's held-out
