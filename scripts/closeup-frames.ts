@@ -12,15 +12,16 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
+import { quantile } from "../bench/stats.js";
 import { LINE_NAMES } from "../src/inference/analyzer-types.js";
 import { analyzeImage, createPipelineEngine, type PipelineEngine } from "../src/inference/pipeline.js";
 import { FRAME_SIDE, palmFrame } from "../src/landmarks/palm-frame.js";
 import { BOX_DIR, type Box, partOf, readBoxes } from "./box-set.js";
 import { type Degrade, degraded, maskAgreement } from "./eval-boxes.js";
 
+/** quantiles prints bench/stats' interpolated quantiles (the decision's tables were read by nearest rank). */
 function quantiles(values: number[], ps: number[]): string {
-  const s = [...values].sort((a, b) => a - b);
-  return ps.map((p) => `${Math.round(p * 100)}th ${s[Math.min(s.length - 1, Math.floor(p * s.length))]?.toFixed(2) ?? "-"}`).join(", ");
+  return ps.map((p) => `${Math.round(p * 100)}th ${values.length > 0 ? quantile(values, p).toFixed(2) : "-"}`).join(", ");
 }
 
 async function main(): Promise<number> {
