@@ -1,9 +1,9 @@
 """What one training step costs on this CPU for other views and network widths: issue 28's finer view
 (item 2) against the from-nothing recipe's 3 hours (item 6). The released network (PalmUNet's
-channels times WIDTH) at SIZE px, in float32 or, with a third field bf16, with train.py's --bf16 forward, batch 8, the recipe's loss and optimiser, forward, backward and
-update on random data; the configurations alternate round by round and each one's median is printed
-with its ratio to the first. Results: docs/decisions/finer-view-cost.md,
-docs/decisions/bf16-training.md.
+channels times WIDTH) at SIZE px, in float32 or (a third field bf16) with train.py's --bf16 forward
+pass, batch 8, the recipe's loss and optimiser, forward, backward and update on random data; the
+configurations alternate round by round and each one's median is printed with its ratio to the first.
+Results: docs/decisions/finer-view-cost.md, docs/decisions/bf16-training.md.
 
     /usr/bin/python3 -m training.step_cost [--configs 256:1,384:0.5,384:0.375,320:0.5,256:0.5,256:1:bf16] [--rounds 7]
 """
