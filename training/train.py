@@ -64,6 +64,13 @@ def make_batch(rng, ims, ms, bs, crop, canonical=False):
     return to_tensors(np.stack(out_i), np.stack(out_m))
 
 
+def save_checkpoint(ckpt, path):
+    """torch.save through a temporary file: a stop during the write leaves the last checkpoint whole
+    (a resumed stage reads it)."""
+    torch.save(ckpt, path + ".tmp")
+    os.replace(path + ".tmp", path)
+
+
 def lr_at(step, total, base, warm=40):
     if step < warm:
         return base * (step + 1) / warm
@@ -145,10 +152,8 @@ def main():
                     m.eval()
 
     def save(step, name="last.pt"):
-        # Through a temporary file: a stop during the write leaves the last checkpoint whole (resume reads it).
-        torch.save({"model": net.state_dict(), "opt": opt.state_dict(), "arch": net.arch, "step": step,
-                    "size": net.view_size, "args": vars(a)}, os.path.join(a.out, name + ".tmp"))
-        os.replace(os.path.join(a.out, name + ".tmp"), os.path.join(a.out, name))
+        save_checkpoint({"model": net.state_dict(), "opt": opt.state_dict(), "arch": net.arch, "step": step,
+                         "size": net.view_size, "args": vars(a)}, os.path.join(a.out, name))
         if a.export:
             exp.export_onnx(net, a.export, exp.load_calib(a.calib))
             set_train()

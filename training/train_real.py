@@ -47,7 +47,7 @@ import torch.nn.functional as F
 from training import export as exp
 from training import real_boxes
 from training.model import count_params, logits_of, loss_fn, net_of
-from training.train import load_shards, lr_at, make_batch, shard_files
+from training.train import load_shards, lr_at, make_batch, save_checkpoint, shard_files
 
 HELD_OUT = "45"
 W_OUT, W_SPAN, W_THIN, W_PALM = 1.0, 1.0, 0.05, 0.5
@@ -347,9 +347,9 @@ def main():
                 m.eval()
 
     def save(step, name="last.pt"):
-        torch.save({"model": net.state_dict(), "opt": opt.state_dict(), "arch": net.arch, "step": step,
-                    "size": net.view_size, "elapsed": time.time() - t_start, "args": vars(a)}, os.path.join(a.out, name + ".tmp"))
-        os.replace(os.path.join(a.out, name + ".tmp"), os.path.join(a.out, name))
+        save_checkpoint({"model": net.state_dict(), "opt": opt.state_dict(), "arch": net.arch, "step": step,
+                         "size": net.view_size, "elapsed": time.time() - t_start, "args": vars(a)},
+                        os.path.join(a.out, name))
         if a.export:
             exp.export_onnx(net, a.export, exp.load_calib(a.calib))
             set_train()
