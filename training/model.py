@@ -87,6 +87,19 @@ def loss_fn(logits, target):
     return bce + (dice * dw).sum() / dw.sum(), dice.detach()
 
 
+def add_bf16_option(ap):
+    """--bf16, as train.py and train_real.py take it."""
+    ap.add_argument("--bf16", action="store_true",
+                    help="the forward pass in bfloat16 (model.logits_of; weights, loss and optimiser float32): "
+                         "a recipe step about 0.6-0.7x float32's on a CPU with AMX (docs/decisions/bf16-training.md)")
+
+
+def bf16_layout(net, bf16):
+    """The network laid out for logits_of: channels-last with bf16 (weights loaded later are copied into
+    these strides), as it is without."""
+    return net.to(memory_format=torch.channels_last) if bf16 else net
+
+
 def logits_of(net, x, bf16=False):
     """The network's float32 logits for x; with bf16 (train.py/train_real.py --bf16) the forward pass runs in
     bfloat16 (autocast, channels-last tensors: oneDNN's fast path on this CPU) while the weights, the loss and

@@ -12,7 +12,7 @@ import time
 
 import torch
 
-from training.model import PalmUNet, arch_at, count_params, logits_of, loss_fn
+from training.model import PalmUNet, arch_at, bf16_layout, count_params, logits_of, loss_fn
 
 
 def main():
@@ -26,9 +26,7 @@ def main():
     runs = {}
     for size, width, bf16 in configs:
         torch.manual_seed(0)
-        net = PalmUNet(**arch_at(width))
-        if bf16:
-            net = net.to(memory_format=torch.channels_last)
+        net = bf16_layout(PalmUNet(**arch_at(width)), bf16)
         x = torch.rand(8, 3, size, size)
         y = (torch.rand(8, 4, size, size) > 0.9).float()
         runs[(size, width, bf16)] = (net, torch.optim.AdamW(net.parameters(), 1e-3), x, y, [])

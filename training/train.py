@@ -15,7 +15,8 @@ import time
 import numpy as np
 import torch
 
-from training.model import BASE_ARCH, PalmUNet, arch_at, count_params, logits_of, loss_fn, net_of
+from training.model import (BASE_ARCH, PalmUNet, add_bf16_option, arch_at, bf16_layout, count_params, logits_of,
+                            loss_fn, net_of)
 from training import export as exp
 
 
@@ -100,9 +101,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--device", default="cpu",
                     help="torch device: cuda where a GPU is lent (the same steps and batches; other arithmetic)")
-    ap.add_argument("--bf16", action="store_true",
-                    help="the forward pass in bfloat16 (model.logits_of; weights, loss and optimiser float32): "
-                         "about twice the steps per hour on a CPU with AMX (docs/decisions/bf16-training.md)")
+    add_bf16_option(ap)
     ap.add_argument("--canonical", action="store_true",
                     help="data in the canonical palm frame (2.0): no mirror or quarter-turn augmentation")
     ap.add_argument("--limit", type=int, default=None)
@@ -132,8 +131,7 @@ def main():
         raise SystemExit(f"train: --width {a.width} does not match the network of {a.resume or a.init}")
     net = (net_of(sd) if sd is not None else PalmUNet(**arch_at(a.width))).to(a.device)
     net.view_size = ims.shape[1]   # saved with it: the exported file's input_size
-    if a.bf16:
-        net = net.to(memory_format=torch.channels_last)   # loaded weights are copied into these strides
+    net = bf16_layout(net, a.bf16)
     opt = torch.optim.AdamW(net.parameters(), lr=a.lr, weight_decay=1e-4)
     start = 0
     if a.resume:

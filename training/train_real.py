@@ -46,7 +46,7 @@ import torch.nn.functional as F
 
 from training import export as exp
 from training import real_boxes
-from training.model import count_params, logits_of, loss_fn, net_of
+from training.model import add_bf16_option, bf16_layout, count_params, logits_of, loss_fn, net_of
 from training.train import load_shards, lr_at, make_batch, save_checkpoint, shard_files
 
 HELD_OUT = "45"
@@ -246,9 +246,7 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--device", default="cpu",
                     help="torch device: cuda where a GPU is lent (the same steps and batches; other arithmetic)")
-    ap.add_argument("--bf16", action="store_true",
-                    help="the forward pass in bfloat16 (model.logits_of; weights, loss and optimiser float32): "
-                         "about twice the steps per hour on a CPU with AMX (docs/decisions/bf16-training.md)")
+    add_bf16_option(ap)
     ap.add_argument("--w-frac", type=float, default=0.0, help="weight of the outside-mass term (0 in 3.0.0)")
     ap.add_argument("--geo", action="store_true", help="geometric and stronger light jitter of real views (3.2)")
     ap.add_argument("--w-pseudo", type=float, default=0.0, help="weight of the box-agreeing pseudo-labels (3.2)")
@@ -288,8 +286,7 @@ def main():
     sd = torch.load(a.resume or a.init, map_location="cpu")
     net = net_of(sd).to(a.device)   # the starting model's shape (train.py --width)
     net.view_size = r_ims.shape[1]  # saved with it: the exported file's input_size
-    if a.bf16:
-        net = net.to(memory_format=torch.channels_last)   # loaded weights are copied into these strides
+    net = bf16_layout(net, a.bf16)
     opt = torch.optim.AdamW(net.parameters(), lr=a.lr, weight_decay=1e-4)
     start = 0
     net.load_state_dict(sd["model"])
