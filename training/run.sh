@@ -12,6 +12,12 @@
 set -e
 cd "$(dirname "$0")/.."
 PY=${PY:-/usr/bin/python3}
+# glibc's malloc keeps large buffers in its heap and does not hand them back: otherwise every training step and
+# inference batch maps its activations afresh, and on a VM whose page faults cost much a float32 step took 2.6x
+# and an inference batch about 10x as long. Where memory comes from only; the weights are the same
+# (docs/decisions/training-malloc.md).
+export MALLOC_MMAP_THRESHOLD_="${MALLOC_MMAP_THRESHOLD_:-1073741824}" MALLOC_TRIM_THRESHOLD_="${MALLOC_TRIM_THRESHOLD_:-4294967296}" \
+  MALLOC_TOP_PAD_="${MALLOC_TOP_PAD_:-1073741824}"
 # VIEW: the side of the palm view the from-nothing stages train at (issue 28, item 2; 256 unless set). Another
 # side draws its own data (SYNTH_OUT, box_views --size) under training/data/vVIEW, and the exported file's
 # input_size tells the engine to render its view at that side.
