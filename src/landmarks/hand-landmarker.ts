@@ -158,7 +158,9 @@ interface Filling {
  * shown a palm, the photo read as a palm that fills it ({@link Filling}): a close-up whose fingers
  * run past the frame, which the detector does not find; then twice more with the palm drawn
  * smaller, for a close-up cut at the palm's own edges, each only in the ways up that the first of
- * them found likeliest (docs/decisions/palm-searches.md).
+ * them found likeliest; and at the very end the likeliest palm those fillings saw, at a lower
+ * presence ({@link WEAK_PRESENCE}), for the line model to confirm or refuse
+ * (docs/decisions/palm-searches.md).
  */
 const SEARCHES: readonly Search[] = [
   { zoomOut: 1, brighten: false },
@@ -173,7 +175,17 @@ const SEARCHES: readonly Search[] = [
   { zoomOut: 1, brighten: false, filling: { scale: 2.6, shift: 0.1 } },
   { zoomOut: 1, brighten: false, filling: { scale: 3.0, shift: 0, turns: TIGHT_TURNS } },
   { zoomOut: 1, brighten: false, filling: { scale: 3.4, shift: 0, turns: TIGHT_TURNS } },
+  { zoomOut: 1, brighten: false, weak: true },
 ];
+
+/**
+ * WEAK_PRESENCE: the presence down to which the last search takes the filling searches' likeliest
+ * palm (MediaPipe's bar, {@link HandLandmarkerOptions.minPresence}, is 0.5), so that the line model
+ * may confirm it. On the training part's tight close-ups 0.2 found 15 palms more with 45 agreeing
+ * lines and 2 drawn wrong; down to 0.05 it added 21 agreeing and 3 wrong more, one in seven
+ * (docs/decisions/palm-searches.md).
+ */
+const WEAK_PRESENCE = 0.2;
 
 interface Search {
   /** The detector sees the photo this many times smaller, centred on black. */
@@ -188,6 +200,8 @@ interface Search {
   noneSeen?: boolean;
   /** No detector: the photo read as a palm that fills it ({@link Filling}). */
   filling?: Filling;
+  /** The filling searches' likeliest palm again, with the presence bar lowered to {@link WEAK_PRESENCE}. */
+  weak?: boolean;
 }
 
 /**
@@ -353,19 +367,34 @@ export async function createHandLandmarker(options: HandLandmarkerOptions = {}):
     lastTimings = timings;
     // The ways up by presence in the first filling search, likeliest first: the later ones try the first few.
     const likeliest: number[] = [];
+    const weak: { best: LandmarkPass | null } = { best: null };
     const result = await searchHand(
       rgb,
       width,
       height,
-      (image, search) => searchOnce(image, width, height, search, timings, likeliest),
+      (image, search) => searchOnce(image, width, height, search, timings, likeliest, weak),
       accept,
     );
     timings.total = performance.now() - t0;
     return result;
   }
 
-  async function searchOnce(image: Uint8Array, width: number, height: number, search: Search, timings: HandTimings, likeliest: number[]) {
-    if (search.filling) return searchFilling(image, width, height, search.filling, timings, likeliest);
+  async function searchOnce(
+    image: Uint8Array,
+    width: number,
+    height: number,
+    search: Search,
+    timings: HandTimings,
+    likeliest: number[],
+    weak: { best: LandmarkPass | null },
+  ) {
+    if (search.weak) {
+      if (!weak.best) return null;
+      // A back on this little evidence is not an answer: a palm or nothing.
+      const found = await refined(image, width, height, weak.best, true, 0, timings, WEAK_PRESENCE);
+      return found && facing(found) === "palm" ? found : null;
+    }
+    if (search.filling) return searchFilling(image, width, height, search.filling, timings, likeliest, weak);
     const { zoomOut, padded } = search;
     let t = performance.now();
     // Letterbox: the longer side (times the zoom-out) fills the detector input, centred, black padding.
@@ -401,6 +430,7 @@ export async function createHandLandmarker(options: HandLandmarkerOptions = {}):
     filling: Filling,
     timings: HandTimings,
     likeliest: number[],
+    weak: { best: LandmarkPass | null },
   ) {
     const side = Math.max(width, height);
     let best: LandmarkPass | null = null;
@@ -418,6 +448,7 @@ export async function createHandLandmarker(options: HandLandmarkerOptions = {}):
       timings.landmarks.push(performance.now() - t);
       const palm = facing({ landmarks: pass.landmarks, ...handednessFromModel(pass.handedness) }) === "palm";
       if (palm && pass.presence >= minPresence && (!best || pass.presence > best.presence)) best = pass;
+      if (palm && pass.presence >= WEAK_PRESENCE && (!weak.best || pass.presence > weak.best.presence)) weak.best = pass;
       presence.push(pass.presence);
     }
     if (likeliest.length === 0)
@@ -440,15 +471,16 @@ export async function createHandLandmarker(options: HandLandmarkerOptions = {}):
     padded: boolean,
     detectionScore: number,
     timings: HandTimings,
+    bar = minPresence,
   ): Promise<HandDetection | null> {
     let pass = first;
-    if (refine && pass.presence >= minPresence) {
+    if (refine && pass.presence >= bar) {
       const t = performance.now();
       const second = await landmarkPass(image, width, height, handRectFromLandmarks(pass.landmarks), padded);
       timings.landmarks.push(performance.now() - t);
-      if (second.presence >= minPresence) pass = second;
+      if (second.presence >= bar) pass = second;
     }
-    if (!(pass.presence >= minPresence)) return null;
+    if (!(pass.presence >= bar)) return null;
     return {
       landmarks: pass.landmarks,
       ...handednessFromModel(pass.handedness),
