@@ -36,8 +36,8 @@ const MAX_DIST = 0.04;
 /** Coverage bound of "localised". */
 const MIN_COVERAGE = 0.6;
 /** Real photographs without a palm, from Debian's python3-skimage data folder. */
-const NON_PALM_DIR = "/usr/lib/python3/dist-packages/skimage/data";
-const NON_PALM = [
+export const NON_PALM_DIR = "/usr/lib/python3/dist-packages/skimage/data";
+export const NON_PALM = [
   "astronaut.png",
   "brick.png",
   "camera.png",
@@ -360,10 +360,11 @@ async function main(): Promise<number> {
   return 0;
 }
 
-main().then(
-  (code) => (process.exitCode = code),
-  (e: unknown) => {
-    console.error(e instanceof Error ? e.message : e);
-    process.exitCode = 1;
-  },
-);
+if (import.meta.url === `file://${process.argv[1]}`)
+  main().then(
+    (code) => (process.exitCode = code),
+    (e: unknown) => {
+      console.error(e instanceof Error ? e.message : e);
+      process.exitCode = 1;
+    },
+  );

@@ -1,3 +1,5 @@
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import sharp from "sharp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ImageError, OverloadedError } from "../../../src/engine-errors.js";
@@ -6,6 +8,7 @@ import { createAnalyzer, type EngineAnalyzer } from "../../../src/inference/anal
 import { analyzeImage, createPipelineEngine } from "../../../src/inference/pipeline.js";
 import { decodeMask, fixtureImage, fixtures, tolerantF1, trueMask } from "./fixtures.js";
 import { makeHandPhoto } from "../../helpers/images.js";
+import { NON_PALM, NON_PALM_DIR } from "../../../scripts/eval-real.js";
 import { isAlive } from "../../helpers/proc.js";
 
 /**
@@ -110,6 +113,32 @@ describe("Analyzer.analyze()", () => {
       expect(mask.data.every((v) => v === 0)).toBe(true);
     }
   });
+
+  // The last palm searches read a close-up as a palm that fills it, down to a landmark presence of
+  // 0.2 (docs/decisions/palm-searches.md): close-ups of real photos without a palm (a face, a cat,
+  // coins, gravel, text) must still get no line. Debian's python3-skimage ships the photos.
+  it.skipIf(!existsSync(join(NON_PALM_DIR, NON_PALM[0])))(
+    "detects no line on close-ups of real photos without a palm",
+    async () => {
+      for (const file of NON_PALM) {
+        const photo = sharp(join(NON_PALM_DIR, file));
+        const { width = 0, height = 0 } = await photo.metadata();
+        for (const k of [0.5, 0.33]) {
+          const [w, h] = [Math.round(width * k), Math.round(height * k)];
+          const crop = await photo
+            .clone()
+            .extract({ left: Math.round((width - w) / 2), top: Math.round((height - h) / 3), width: w, height: h })
+            .resize(640, 640, { fit: "inside" })
+            .jpeg()
+            .toBuffer();
+          const r = await analyzer.analyze(crop);
+          expect(r.reason, `${file} x ${k}`).toMatch(/^(no_hand|back_of_hand)$/);
+          expect(LINE_NAMES.filter((line) => r.stats[line].detected), `${file} x ${k}`).toEqual([]);
+        }
+      }
+    },
+    60_000,
+  );
 
   it("returns 1-channel 0/255 mask PNGs and a JPEG overlay of the input's size, with stats that match the masks", async () => {
     for (const f of fixtures()) {
