@@ -133,7 +133,10 @@ describe("Analyzer.analyze()", () => {
             .toBuffer();
           const r = await analyzer.analyze(crop);
           expect(r.reason, `${file} x ${k}`).toMatch(/^(no_hand|back_of_hand)$/);
-          expect(LINE_NAMES.filter((line) => r.stats[line].detected), `${file} x ${k}`).toEqual([]);
+          expect(
+            LINE_NAMES.filter((line) => r.stats[line].detected),
+            `${file} x ${k}`,
+          ).toEqual([]);
         }
       }
     },
