@@ -58,10 +58,11 @@ export interface HandLandmarker {
   /**
    * detect finds the most confident hand in interleaved 8-bit RGB pixels (width x height), or
    * null when the palm detector finds none above its threshold or the landmark model's presence
-   * score is below 0.5. Pass a copy downscaled to about 640 pixels on the longer side: the crops
-   * sample at most 2 x 2 points per model pixel, so much larger images alias. A palm that
-   * `accept` refuses (the line model sees no palm there) does not end the search: it goes on as
-   * past a back, for at most {@link MAX_REFUSED} refused palms.
+   * score is below 0.5 (0.2 for the last search, {@link WEAK_PRESENCE}). Pass a copy downscaled to
+   * about 640 pixels on the longer side: the crops sample at most 2 x 2 points per model pixel, so
+   * much larger images alias. A palm that `accept` refuses (the line model sees no palm there)
+   * does not end the search: it goes on as past a back, for at most {@link MAX_REFUSED} refused
+   * palms.
    */
   detect(rgb: Uint8Array, width: number, height: number, accept?: (palm: HandDetection) => Promise<boolean>): Promise<HandDetection | null>;
   /** Stage times of the last detect call (undefined before the first). */
@@ -181,9 +182,9 @@ const SEARCHES: readonly Search[] = [
 /**
  * WEAK_PRESENCE: the presence down to which the last search takes the filling searches' likeliest
  * palm (MediaPipe's bar, {@link HandLandmarkerOptions.minPresence}, is 0.5), so that the line model
- * may confirm it. On the training part's tight close-ups 0.2 found 15 palms more with 45 agreeing
- * lines and 2 drawn wrong; down to 0.05 it added 21 agreeing and 3 wrong more, one in seven
- * (docs/decisions/palm-searches.md).
+ * may confirm it. On the training part's tight close-ups 0.2 found 17 palms more, with 45 agreeing
+ * lines and 2 drawn wrong; down to 0.05 the lines it added were one in eight wrong
+ * (docs/decisions/palm-searches.md; hand-landmarker.spec "finds the palm that fills a close-up").
  */
 const WEAK_PRESENCE = 0.2;
 
