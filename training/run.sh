@@ -248,12 +248,13 @@ scratch_calibrate() {
   cp "$R/calibration-synthetic.json" "$R/calibration.json"
   pick_confidence "$R/c/final.pt" "$R/calibration.json" "$VD"
   $PY -m training.palm_floor --ckpt "$R/c/final.pt" --real "$D/boxes_train" --calib "$R/calibration.json"
-  $PY -m training.export --ckpt "$R/c/final.pt" --out "${SCRATCH_OUT:-$R/palm-lines.onnx}" --calib "$R/calibration.json" --version "${SCRATCH_VERSION:-0.0.0-scratch}"
+  O=${SCRATCH_OUT:-$R/palm-lines.onnx}
+  $PY -m training.export --ckpt "$R/c/final.pt" --out "$O" --calib "$R/calibration.json" --version "${SCRATCH_VERSION:-0.0.0-scratch}"
   # The gate's figures: the box set's training part as well as its held-out photos. The eighth run was level with
   # 3.3.0 on the 126 held-out photos and behind it on the 653 it trained on, and on the evaluation quarter
   # (MODEL_CARD.md, "The eighth from-nothing run").
-  npm run -s eval:boxes -- --part heldout --model "${SCRATCH_OUT:-$R/palm-lines.onnx}" > "$R/gate-heldout.txt"
-  npm run -s eval:boxes -- --part train --model "${SCRATCH_OUT:-$R/palm-lines.onnx}" > "$R/gate-train.txt"
+  npm run -s eval:boxes -- --part heldout --model "$O" > "$R/gate-heldout.txt"
+  npm run -s eval:boxes -- --part train --model "$O" > "$R/gate-train.txt"
   echo "scratch_calibrate: the gate's figures in $R/gate-heldout.txt and $R/gate-train.txt"
 }
 

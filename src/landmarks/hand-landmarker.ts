@@ -299,6 +299,14 @@ interface LandmarkPass {
   handedness: number;
 }
 
+/** FillState is what one detect call's {@link Filling} searches leave for the searches after them. */
+interface FillState {
+  /** The ways up by presence in the first filling search, likeliest first: the later ones try the first few. */
+  likeliest: number[];
+  /** The palm-facing pass with the highest presence of any filling search, if at least {@link WEAK_PRESENCE}. */
+  weak: LandmarkPass | null;
+}
+
 async function openSession(path: string, threads: number): Promise<ort.InferenceSession> {
   return ort.InferenceSession.create(path, {
     intraOpNumThreads: threads,
@@ -366,36 +374,26 @@ export async function createHandLandmarker(options: HandLandmarkerOptions = {}):
     const t0 = performance.now();
     const timings: HandTimings = { palm: 0, landmarks: [], total: 0 };
     lastTimings = timings;
-    // The ways up by presence in the first filling search, likeliest first: the later ones try the first few.
-    const likeliest: number[] = [];
-    const weak: { best: LandmarkPass | null } = { best: null };
+    const fills: FillState = { likeliest: [], weak: null };
     const result = await searchHand(
       rgb,
       width,
       height,
-      (image, search) => searchOnce(image, width, height, search, timings, likeliest, weak),
+      (image, search) => searchOnce(image, width, height, search, timings, fills),
       accept,
     );
     timings.total = performance.now() - t0;
     return result;
   }
 
-  async function searchOnce(
-    image: Uint8Array,
-    width: number,
-    height: number,
-    search: Search,
-    timings: HandTimings,
-    likeliest: number[],
-    weak: { best: LandmarkPass | null },
-  ) {
+  async function searchOnce(image: Uint8Array, width: number, height: number, search: Search, timings: HandTimings, fills: FillState) {
     if (search.weak) {
-      if (!weak.best) return null;
+      if (!fills.weak) return null;
       // A back on this little evidence is not an answer: a palm or nothing.
-      const found = await refined(image, width, height, weak.best, true, 0, timings, WEAK_PRESENCE);
+      const found = await refined(image, width, height, fills.weak, true, 0, timings, WEAK_PRESENCE);
       return found && facing(found) === "palm" ? found : null;
     }
-    if (search.filling) return searchFilling(image, width, height, search.filling, timings, likeliest, weak);
+    if (search.filling) return searchFilling(image, width, height, search.filling, timings, fills);
     const { zoomOut, padded } = search;
     let t = performance.now();
     // Letterbox: the longer side (times the zoom-out) fills the detector input, centred, black padding.
@@ -422,17 +420,11 @@ export async function createHandLandmarker(options: HandLandmarkerOptions = {}):
 
   /**
    * searchFilling: the {@link Filling} crops, one per way up; the palm with the highest presence,
-   * refined. The first one fills `likeliest` with the ways up by presence (palm or back).
+   * refined. The first one fills `fills.likeliest` with the ways up by presence (palm or back); each
+   * keeps `fills.weak` the likeliest palm-facing pass down to {@link WEAK_PRESENCE}.
    */
-  async function searchFilling(
-    image: Uint8Array,
-    width: number,
-    height: number,
-    filling: Filling,
-    timings: HandTimings,
-    likeliest: number[],
-    weak: { best: LandmarkPass | null },
-  ) {
+  async function searchFilling(image: Uint8Array, width: number, height: number, filling: Filling, timings: HandTimings, fills: FillState) {
+    const { likeliest } = fills;
     const side = Math.max(width, height);
     let best: LandmarkPass | null = null;
     const turns = filling.turns === undefined || likeliest.length === 0 ? FILL_TURNS : likeliest.slice(0, filling.turns);
@@ -449,7 +441,7 @@ export async function createHandLandmarker(options: HandLandmarkerOptions = {}):
       timings.landmarks.push(performance.now() - t);
       const palm = facing({ landmarks: pass.landmarks, ...handednessFromModel(pass.handedness) }) === "palm";
       if (palm && pass.presence >= minPresence && (!best || pass.presence > best.presence)) best = pass;
-      if (palm && pass.presence >= WEAK_PRESENCE && (!weak.best || pass.presence > weak.best.presence)) weak.best = pass;
+      if (palm && pass.presence >= WEAK_PRESENCE && (!fills.weak || pass.presence > fills.weak.presence)) fills.weak = pass;
       presence.push(pass.presence);
     }
     if (likeliest.length === 0)
