@@ -168,6 +168,8 @@ release() {
 S0A_STEPS=${S0A_STEPS:-2985}
 S0B_STEPS=${S0B_STEPS:-2088}
 S0C_STEPS=${S0C_STEPS:-2442}
+# S0C_STEPS=0: no self-training stage; stage b's weights are calibrated and exported.
+LAST=c; [ "$S0C_STEPS" -gt 0 ] || LAST=b
 # S0_SEED: stage a's seed; b and c take the next two (50 / 51 / 52, the recipe's). CKPT_MIN: minutes between
 # checkpoints (the scripts' defaults, 5-10, unless set; a GPU's short lease wants them often).
 S0_SEED=${S0_SEED:-50}
@@ -192,6 +194,7 @@ scratch_train() {
   [ -f "$R/b/final.pt" ] || $PY -m training.train_real --synth "$S" --real "$D/boxes_train" \
     --init "$R/a/final.pt" --out "$R/b" --steps "$S0B_STEPS" --lr 5e-4 --w-frac 1.0 --geo --seed $((S0_SEED + 1)) --threads 2 --device "$DEVICE" \
     $BF16 $CKPT $(resume "$R/b")
+  [ "$S0C_STEPS" -gt 0 ] || return 0
   [ -f "$R/c/final.pt" ] || $PY -m training.train_real --synth "$S" --real "$D/boxes_train" \
     --init "$R/b/final.pt" --out "$R/c" --steps "$S0C_STEPS" --w-frac 1.0 --geo --w-pseudo 5.0 --w-cons 2.0 --seed $((S0_SEED + 2)) \
     --threads 2 --device "$DEVICE" $BF16 $CKPT $(resume "$R/c")
@@ -237,19 +240,19 @@ scratch() {
   scratch_train
   scratch_calibrate
 }
-# The calibration of stage c's weights alone (its final.pt made here or on a GPU): the synthetic tune, then
+# The calibration of the last stage's weights alone (its final.pt made here or on a GPU): the synthetic tune, then
 # min_confidence and the palm floor on the box set's training part, and the export.
 scratch_calibrate() {
   R=${RUN0:-training/runs/s0}
   valsets
   [ -f "$R/calibration-synthetic.json" ] || \
-    $PY -m training.evaluate --ckpt "$R/c/final.pt" --data "$VD" --canonical --tune --min-backs "$MIN_BACKS" \
+    $PY -m training.evaluate --ckpt "$R/$LAST/final.pt" --data "$VD" --canonical --tune --min-backs "$MIN_BACKS" \
       --calib "$R/calibration-synthetic.json"
   cp "$R/calibration-synthetic.json" "$R/calibration.json"
-  pick_confidence "$R/c/final.pt" "$R/calibration.json" "$VD"
-  $PY -m training.palm_floor --ckpt "$R/c/final.pt" --real "$D/boxes_train" --calib "$R/calibration.json"
+  pick_confidence "$R/$LAST/final.pt" "$R/calibration.json" "$VD"
+  $PY -m training.palm_floor --ckpt "$R/$LAST/final.pt" --real "$D/boxes_train" --calib "$R/calibration.json"
   O=${SCRATCH_OUT:-$R/palm-lines.onnx}
-  $PY -m training.export --ckpt "$R/c/final.pt" --out "$O" --calib "$R/calibration.json" --version "${SCRATCH_VERSION:-0.0.0-scratch}"
+  $PY -m training.export --ckpt "$R/$LAST/final.pt" --out "$O" --calib "$R/calibration.json" --version "${SCRATCH_VERSION:-0.0.0-scratch}"
   # The gate's figures: the box set's training part as well as its held-out photos. The eighth run was level with
   # 3.3.0 on the 126 held-out photos and behind it on the 653 it trained on, and on the evaluation quarter
   # (MODEL_CARD.md, "The eighth from-nothing run").
