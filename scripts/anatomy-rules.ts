@@ -112,6 +112,54 @@ export const RULES: Rule[] = [
   })),
 ];
 
+/** polylineDistance: the distance from p to the nearest segment of the polyline Q. */
+function polylineDistance(p: Point, Q: Point[]): number {
+  if (Q.length === 1) return Math.hypot(p[0] - Q[0][0], p[1] - Q[0][1]);
+  let best = Number.POSITIVE_INFINITY;
+  for (let i = 1; i < Q.length; i++) best = Math.min(best, segmentDistance(p, Q[i - 1], Q[i]));
+  return best;
+}
+
+function median(v: number[]): number {
+  const s = [...v].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+}
+
+/** A candidate rule on the heart and head lines together: true when it would refuse both. */
+type PairRule = { name: string; refuses: (heart: Point[], head: Point[]) => boolean };
+
+export const PAIR_RULES: PairRule[] = [
+  {
+    name: "heart nearer the wrist than head where both run (most of their shared width)",
+    refuses: (H, D) => {
+      // Each heart point against the head point nearest it across the palm (x), inside their shared x range.
+      const [h, d] = [resample(H, 24), resample(D, 24)];
+      const [lo, hi] = [
+        Math.max(Math.min(...h.map((p) => p[0])), Math.min(...d.map((p) => p[0]))),
+        Math.min(Math.max(...h.map((p) => p[0])), Math.max(...d.map((p) => p[0]))),
+      ];
+      const shared = h.filter((p) => p[0] >= lo && p[0] <= hi);
+      if (hi - lo < 0.1 || shared.length === 0) return false;
+      const below = shared.filter((p) => p[1] < d.reduce((a, q) => (Math.abs(q[0] - p[0]) < Math.abs(a[0] - p[0]) ? q : a))[1]);
+      return below.length > shared.length / 2;
+    },
+  },
+  {
+    name: "heart and head merged (median distance of the shorter to the other under 0.04)",
+    refuses: (H, D) => {
+      const [a, b] = H.length <= D.length ? [resample(H, 12), D] : [resample(D, 12), H];
+      return median(a.map((p) => polylineDistance(p, b))) < 0.04;
+    },
+  },
+  {
+    name: "heart and head merged (median distance under 0.08)",
+    refuses: (H, D) => {
+      const [a, b] = H.length <= D.length ? [resample(H, 12), D] : [resample(D, 12), H];
+      return median(a.map((p) => polylineDistance(p, b))) < 0.08;
+    },
+  },
+];
+
 async function main(): Promise<number> {
   const { values } = parseArgs({ options: { part: { type: "string", default: "train,heldout" }, model: { type: "string" } } });
   if (!existsSync(join(BOX_DIR, "boxes.csv"))) {
@@ -122,6 +170,7 @@ async function main(): Promise<number> {
   const boxes = new Map([...readBoxes()].filter(([file]) => parts.includes(partOf(file))));
   const analyzer = await createAnalyzer({ modelPath: values.model, workers: 1 });
   const tally = RULES.map(() => ({ agree: [] as string[], wrong: [] as string[] }));
+  const pairTally = PAIR_RULES.map(() => ({ agree: [] as string[], wrong: [] as string[] }));
   const lines = { agree: 0, wrong: 0 };
   try {
     console.log(`model ${analyzer.model}; box set part '${values.part}', ${boxes.size} photos`);
@@ -130,6 +179,7 @@ async function main(): Promise<number> {
       if (!result.hand) continue;
       const toHand = handFrame(result.hand.landmarks);
       const L = result.hand.landmarks.map(toHand);
+      const seen = new Map<LineName, { P: Point[]; side: "agree" | "wrong" }>();
       for (const line of LINE_NAMES) {
         const stats = result.stats[line];
         const box = boxes.get(file)![line];
@@ -137,8 +187,17 @@ async function main(): Promise<number> {
         const side = (await maskAgreement(result.masks[line], box)).agrees ? "agree" : "wrong";
         lines[side]++;
         const P = stats.polyline.map(toHand);
+        seen.set(line, { P, side });
         RULES.forEach((rule, i) => {
           if (rule.line === line && rule.refuses(P, L)) tally[i][side].push(file);
+        });
+      }
+      const [heart, head] = [seen.get("heart"), seen.get("head")];
+      if (heart && head && heart.P.length > 0 && head.P.length > 0) {
+        PAIR_RULES.forEach((rule, i) => {
+          if (!rule.refuses(heart.P, head.P)) return;
+          pairTally[i][heart.side].push(`${file} heart`);
+          pairTally[i][head.side].push(`${file} head`);
         });
       }
     }
@@ -152,6 +211,13 @@ async function main(): Promise<number> {
     const list = [...agree.map((f) => `${f} agrees`), ...wrong.map((f) => `${f} wrong`)].slice(0, 6).join(", ");
     console.log(
       `${rule.line.padEnd(6)} ${String(agree.length).padStart(16)} ${String(wrong.length).padStart(14)}  ${rule.name}${list ? ` (${list})` : ""}`,
+    );
+  });
+  PAIR_RULES.forEach((rule, i) => {
+    const { agree, wrong } = pairTally[i];
+    const list = [...agree.map((f) => `${f} agrees`), ...wrong.map((f) => `${f} wrong`)].slice(0, 8).join(", ");
+    console.log(
+      `${"pair".padEnd(6)} ${String(agree.length).padStart(16)} ${String(wrong.length).padStart(14)}  ${rule.name}${list ? ` (${list})` : ""}`,
     );
   });
   return 0;
