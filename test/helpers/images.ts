@@ -30,3 +30,28 @@ export async function makeHandPhoto(width = 3024, height = 4032): Promise<Buffer
     .jpeg({ quality: 90 })
     .toBuffer();
 }
+
+/**
+ * strokeMask sets to 1 the pixels of a size x size mask within r of the segments through `points`
+ * (discs along each segment, two per pixel of its length): a line mask for the line-geometry tests.
+ */
+export function strokeMask(
+  size: number,
+  points: readonly [number, number][],
+  r: number,
+  into: Uint8Array = new Uint8Array(size * size),
+): Uint8Array {
+  for (let i = 1; i < points.length; i++) {
+    const [ax, ay] = points[i - 1];
+    const [bx, by] = points[i];
+    const n = Math.ceil(Math.hypot(bx - ax, by - ay) * 2);
+    for (let k = 0; k <= n; k++) {
+      const x = ax + ((bx - ax) * k) / n;
+      const y = ay + ((by - ay) * k) / n;
+      for (let v = Math.floor(y - r); v <= Math.ceil(y + r); v++)
+        for (let u = Math.floor(x - r); u <= Math.ceil(x + r); u++)
+          if (u >= 0 && v >= 0 && u < size && v < size && (u - x) ** 2 + (v - y) ** 2 <= r * r) into[v * size + u] = 1;
+    }
+  }
+  return into;
+}

@@ -1,24 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { linePath, MAX_POLYLINE_POINTS, thin } from "../../../src/inference/line-geometry.js";
+import { strokeMask } from "../../helpers/images.js";
 
 const S = 64;
 
 /** A binary S x S mask of a thick stroke through the given points (disc of radius r at each step). */
 function stroke(points: [number, number][], r = 1.5): Uint8Array {
-  const m = new Uint8Array(S * S);
-  for (let i = 1; i < points.length; i++) {
-    const [ax, ay] = points[i - 1];
-    const [bx, by] = points[i];
-    const n = Math.ceil(Math.hypot(bx - ax, by - ay) * 2);
-    for (let k = 0; k <= n; k++) {
-      const x = ax + ((bx - ax) * k) / n;
-      const y = ay + ((by - ay) * k) / n;
-      for (let v = Math.floor(y - r); v <= Math.ceil(y + r); v++)
-        for (let u = Math.floor(x - r); u <= Math.ceil(x + r); u++)
-          if (u >= 0 && v >= 0 && u < S && v < S && (u - x) ** 2 + (v - y) ** 2 <= r * r) m[v * S + u] = 1;
-    }
-  }
-  return m;
+  return strokeMask(S, points, r);
 }
 
 describe("thin()", () => {

@@ -15,6 +15,7 @@ import {
 } from "../../../src/inference/line-traits.js";
 import type { Point } from "../../../src/landmarks/geometry.js";
 import { frameToImage, palmFrame } from "../../../src/landmarks/palm-frame.js";
+import { strokeMask } from "../../helpers/images.js";
 
 const S = 256;
 
@@ -43,19 +44,7 @@ const ctx = (l: Float32Array = luma()): MeasureContext => ({ size: S, frame: FRA
 
 /** A binary S x S mask: discs of radius r along the segments through `points` (model pixels). */
 function stroke(points: [number, number][], r = 2, into: Uint8Array = new Uint8Array(S * S)): Uint8Array {
-  for (let i = 1; i < points.length; i++) {
-    const [ax, ay] = points[i - 1];
-    const [bx, by] = points[i];
-    const n = Math.ceil(Math.hypot(bx - ax, by - ay) * 2);
-    for (let k = 0; k <= n; k++) {
-      const x = ax + ((bx - ax) * k) / n;
-      const y = ay + ((by - ay) * k) / n;
-      for (let v = Math.floor(y - r); v <= Math.ceil(y + r); v++)
-        for (let u = Math.floor(x - r); u <= Math.ceil(x + r); u++)
-          if (u >= 0 && v >= 0 && u < S && v < S && (u - x) ** 2 + (v - y) ** 2 <= r * r) into[v * S + u] = 1;
-    }
-  }
-  return into;
+  return strokeMask(S, points, r, into);
 }
 
 /** Points of a circular arc: centre (cx, cy), radius, from angle a0 to a1 (degrees). */
