@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 import torch
 
-from training.model import PalmUNet, WithSigmoid
+from training.model import WithSigmoid, net_of
 
 MODEL_NAME = "palm-lines"
 MODEL_VERSION = "2.0.0"
@@ -52,7 +52,7 @@ def metadata(calib, size=256):
 
 def load_net(ckpt):
     sd = torch.load(ckpt, map_location="cpu")
-    net = PalmUNet(**sd["arch"])
+    net = net_of(sd)
     net.load_state_dict(sd["model"])
     net.view_size = sd.get("size", 256)
     return net.eval()

@@ -22,7 +22,24 @@ def arch_at(width):
 
 def net_of(ckpt):
     """A network shaped as the checkpoint dict's `arch` (the released one where it has none), its weights not loaded."""
-    return PalmUNet(**ckpt.get("arch", {}))
+    arch = dict(ckpt.get("arch", {}))
+    return HandUNet(**arch) if arch.pop("kind", None) == "hand" else PalmUNet(**arch)
+
+
+# HandUNet's pretrained encoder learns at this share of the schedule's rate: its features are what it brings.
+TRUNK_LR_SCALE = 0.1
+
+
+def param_groups(net, lr):
+    """The optimiser's groups: every parameter at `lr`, but a HandUNet's pretrained encoder at TRUNK_LR_SCALE of
+    it. A group's `scale` is what train.py and train_real.py multiply their schedule's rate by."""
+    trunk = list(net.trunk.parameters()) if isinstance(net, HandUNet) else []
+    ids = {id(p) for p in trunk}
+    rest = [p for p in net.parameters() if id(p) not in ids]
+    groups = [{"params": rest, "lr": lr, "scale": 1.0}]
+    if trunk:
+        groups.append({"params": trunk, "lr": lr * TRUNK_LR_SCALE, "scale": TRUNK_LR_SCALE})
+    return groups
 
 
 class PalmUNet(nn.Module):
@@ -59,6 +76,39 @@ class PalmUNet(nn.Module):
         y = self.d2(torch.cat([self.up(y, x2), x2], 1))
         y = self.d1(torch.cat([self.up(y, x1), x1], 1))
         y = self.d0(torch.cat([self.up(y, x0), x0], 1))
+        return self.head(y)          # logits
+
+
+class HandUNet(nn.Module):
+    """PalmUNet's decoder over the hand-landmark network's own blocks (training/hand_encoder.py: MediaPipe's
+    model from the installed package, trained on real hands) to 1/16 as its encoder, and one full-resolution
+    layer of its own for the finest creases. The encoder's weights start as the package's; a checkpoint's
+    replace them."""
+
+    def __init__(self, stem=16, dec=(96, 64, 24, 16), out_ch=4):
+        super().__init__()
+        from training.hand_encoder import OnnxConvNet, taps
+        t = taps()
+        if [s for _, _, s in t] != [2, 4, 8, 16]:
+            raise ValueError(f"HandUNet: the hand model's blocks end at strides {[s for _, _, s in t]}, not 2/4/8/16")
+        c1, c2, c3, c4 = (c for _, c, _ in t)
+        d3, d2, d1, d0 = dec
+        self.arch = dict(kind="hand", stem=stem, dec=tuple(dec), out_ch=out_ch)
+        self.trunk = OnnxConvNet(outputs=[n for n, _, _ in t])
+        self.e0 = nn.Sequential(*cbr(3, stem))
+        self.d3 = nn.Sequential(*cbr(c4 + c3, d3))
+        self.d2 = nn.Sequential(*cbr(d3 + c2, d2))
+        self.d1 = nn.Sequential(*cbr(d2 + c1, d1))
+        self.d0 = nn.Sequential(*cbr(d1 + stem, d0), *cbr(d0, d0))
+        self.head = nn.Conv2d(d0, out_ch, 1)
+
+    def forward(self, x):
+        f1, f2, f3, f4 = self.trunk(x)
+        x0 = self.e0(x)
+        y = self.d3(torch.cat([PalmUNet.up(f4, f3), f3], 1))
+        y = self.d2(torch.cat([PalmUNet.up(y, f2), f2], 1))
+        y = self.d1(torch.cat([PalmUNet.up(y, f1), f1], 1))
+        y = self.d0(torch.cat([PalmUNet.up(y, x0), x0], 1))
         return self.head(y)          # logits
 
 

@@ -176,6 +176,9 @@ S0_SEED=${S0_SEED:-50}
 # S0_WIDTH: stage a's network with its channels times this (train.py --width; unset: the released shape).
 WIDTH=${S0_WIDTH:+--width $S0_WIDTH}
 CKPT=${CKPT_MIN:+--ckpt-min $CKPT_MIN}
+# S0_ENCODER=hand: stage a's network takes the hand-landmark model's blocks as its encoder (train.py --encoder hand,
+# model.py HandUNet: MediaPipe's weights from the installed package, trained on real hands), the later stages its shape.
+ENC=${S0_ENCODER:+--encoder $S0_ENCODER}
 # S0_BF16=1: every stage's forward pass in bfloat16 (train.py --bf16; docs/decisions/bf16-training.md).
 BF16=${S0_BF16:+--bf16}
 DEVICE=${DEVICE:-cpu}
@@ -190,7 +193,7 @@ scratch_train() {
   scratch_data
   S="$D/canon30_3k,$D/canonneg31,$D/canonneg31"
   [ -f "$R/a/final.pt" ] || $PY -m training.train --data "$S" --out "$R/a" --canonical \
-    --lr 2e-3 --crop $((160 * VIEW / 256)) --crop-frac 0.5 --steps "$S0A_STEPS" --seed "$S0_SEED" --threads 2 --device "$DEVICE" $WIDTH $BF16 $CKPT $(resume "$R/a")
+    --lr 2e-3 --crop $((160 * VIEW / 256)) --crop-frac 0.5 --steps "$S0A_STEPS" --seed "$S0_SEED" --threads 2 --device "$DEVICE" $WIDTH $ENC $BF16 $CKPT $(resume "$R/a")
   [ -f "$R/b/final.pt" ] || $PY -m training.train_real --synth "$S" --real "$D/boxes_train" \
     --init "$R/a/final.pt" --out "$R/b" --steps "$S0B_STEPS" --lr 5e-4 --w-frac 1.0 --geo --seed $((S0_SEED + 1)) --threads 2 --device "$DEVICE" \
     $BF16 $CKPT $(resume "$R/b")

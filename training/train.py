@@ -15,8 +15,8 @@ import time
 import numpy as np
 import torch
 
-from training.model import (BASE_ARCH, PalmUNet, add_bf16_option, arch_at, bf16_layout, count_params, logits_of,
-                            loss_fn, net_of)
+from training.model import (BASE_ARCH, HandUNet, PalmUNet, add_bf16_option, arch_at, bf16_layout, count_params,
+                            logits_of, loss_fn, net_of, param_groups)
 from training import export as exp
 
 
@@ -98,6 +98,8 @@ def main():
                          "optimiser and schedule")
     ap.add_argument("--width", type=float, default=1.0,
                     help="the network's channels times this (a new network only; 1: the released shape)")
+    ap.add_argument("--encoder", choices=("own", "hand"), default="own",
+                    help="a new network's encoder: its own (PalmUNet), or the hand-landmark model's blocks (HandUNet)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--device", default="cpu",
                     help="torch device: cuda where a GPU is lent (the same steps and batches; other arithmetic)")
@@ -129,10 +131,11 @@ def main():
     sd = torch.load(a.resume or a.init, map_location="cpu") if (a.resume or a.init) else None
     if sd is not None and a.width != 1.0 and {k: sd.get("arch", BASE_ARCH)[k] for k in BASE_ARCH} != arch_at(a.width):
         raise SystemExit(f"train: --width {a.width} does not match the network of {a.resume or a.init}")
-    net = (net_of(sd) if sd is not None else PalmUNet(**arch_at(a.width))).to(a.device)
+    new_net = (lambda: HandUNet()) if a.encoder == "hand" else (lambda: PalmUNet(**arch_at(a.width)))
+    net = (net_of(sd) if sd is not None else new_net()).to(a.device)
     net.view_size = ims.shape[1]   # saved with it: the exported file's input_size
     net = bf16_layout(net, a.bf16)
-    opt = torch.optim.AdamW(net.parameters(), lr=a.lr, weight_decay=1e-4)
+    opt = torch.optim.AdamW(param_groups(net, a.lr), lr=a.lr, weight_decay=1e-4)
     start = 0
     if a.resume:
         net.load_state_dict(sd["model"]); opt.load_state_dict(sd["opt"]); start = sd["step"]
@@ -171,10 +174,10 @@ def main():
         x, y = x.to(a.device), y.to(a.device)
         for g in opt.param_groups:
             if a.time_budget:
-                g["lr"] = a.lr * (step + 1) / 40 if step < 40 else \
-                    a.lr * (0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * min(prog, 1.0))))
+                g["lr"] = g.get("scale", 1.0) * (a.lr * (step + 1) / 40 if step < 40 else
+                                                 a.lr * (0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * min(prog, 1.0)))))
             else:
-                g["lr"] = lr_at(step, a.steps, a.lr)
+                g["lr"] = g.get("scale", 1.0) * lr_at(step, a.steps, a.lr)
         logits = logits_of(net, x, a.bf16)
         loss, dice = loss_fn(logits, y)
         opt.zero_grad(set_to_none=True)

@@ -46,7 +46,7 @@ import torch.nn.functional as F
 
 from training import export as exp
 from training import real_boxes
-from training.model import add_bf16_option, bf16_layout, count_params, logits_of, loss_fn, net_of
+from training.model import add_bf16_option, bf16_layout, count_params, logits_of, loss_fn, net_of, param_groups
 from training.train import load_shards, lr_at, make_batch, save_checkpoint, shard_files
 
 HELD_OUT = "45"
@@ -287,7 +287,7 @@ def main():
     net = net_of(sd).to(a.device)   # the starting model's shape (train.py --width)
     net.view_size = r_ims.shape[1]  # saved with it: the exported file's input_size
     net = bf16_layout(net, a.bf16)
-    opt = torch.optim.AdamW(net.parameters(), lr=a.lr, weight_decay=1e-4)
+    opt = torch.optim.AdamW(param_groups(net, a.lr), lr=a.lr, weight_decay=1e-4)
     start = 0
     net.load_state_dict(sd["model"])
     if a.resume:
@@ -395,8 +395,8 @@ def main():
         if a.w_pseudo > 0:
             pseudo = (torch.from_numpy(tls_).float().div_(255.0).to(dev), torch.from_numpy(keep[pick]).to(dev))
         for gr in opt.param_groups:
-            gr["lr"] = lr_at(step, a.steps, a.lr) if not a.time_budget else \
-                a.lr * min(1.0, (step + 1) / 40) * (0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * min(prog, 1.0))))
+            gr["lr"] = gr.get("scale", 1.0) * (lr_at(step, a.steps, a.lr) if not a.time_budget else
+                                               a.lr * min(1.0, (step + 1) / 40) * (0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * min(prog, 1.0)))))
         logits = logits_of(net, torch.cat([x_s, x_r]), a.bf16)
         ls, dice = loss_fn(logits[:a.synth_batch], y_s)
         lr_, parts = real_loss(logits[a.synth_batch:], lab, tp, a.w_frac, pseudo, a.w_pseudo)
