@@ -144,20 +144,13 @@ export const PAIR_RULES: PairRule[] = [
       return below.length > shared.length / 2;
     },
   },
-  {
-    name: "heart and head merged (median distance of the shorter to the other under 0.04)",
-    refuses: (H, D) => {
+  ...[0.04, 0.08].map((limit) => ({
+    name: `heart and head merged (median distance of the shorter to the other under ${limit})`,
+    refuses: (H: Point[], D: Point[]) => {
       const [a, b] = H.length <= D.length ? [resample(H, 12), D] : [resample(D, 12), H];
-      return median(a.map((p) => polylineDistance(p, b))) < 0.04;
+      return median(a.map((p) => polylineDistance(p, b))) < limit;
     },
-  },
-  {
-    name: "heart and head merged (median distance under 0.08)",
-    refuses: (H, D) => {
-      const [a, b] = H.length <= D.length ? [resample(H, 12), D] : [resample(D, 12), H];
-      return median(a.map((p) => polylineDistance(p, b))) < 0.08;
-    },
-  },
+  })),
 ];
 
 async function main(): Promise<number> {
@@ -206,20 +199,14 @@ async function main(): Promise<number> {
   }
   console.log(`lines with a box: ${lines.agree} agree, ${lines.wrong} drawn wrong`);
   console.log(`${"line".padEnd(6)} ${"refuses agreeing".padStart(16)} ${"refuses wrong".padStart(14)}  rule (photos refused)`);
-  RULES.forEach((rule, i) => {
-    const { agree, wrong } = tally[i];
-    const list = [...agree.map((f) => `${f} agrees`), ...wrong.map((f) => `${f} wrong`)].slice(0, 6).join(", ");
+  const row = (line: string, name: string, { agree, wrong }: { agree: string[]; wrong: string[] }, shown: number) => {
+    const list = [...agree.map((f) => `${f} agrees`), ...wrong.map((f) => `${f} wrong`)].slice(0, shown).join(", ");
     console.log(
-      `${rule.line.padEnd(6)} ${String(agree.length).padStart(16)} ${String(wrong.length).padStart(14)}  ${rule.name}${list ? ` (${list})` : ""}`,
+      `${line.padEnd(6)} ${String(agree.length).padStart(16)} ${String(wrong.length).padStart(14)}  ${name}${list ? ` (${list})` : ""}`,
     );
-  });
-  PAIR_RULES.forEach((rule, i) => {
-    const { agree, wrong } = pairTally[i];
-    const list = [...agree.map((f) => `${f} agrees`), ...wrong.map((f) => `${f} wrong`)].slice(0, 8).join(", ");
-    console.log(
-      `${"pair".padEnd(6)} ${String(agree.length).padStart(16)} ${String(wrong.length).padStart(14)}  ${rule.name}${list ? ` (${list})` : ""}`,
-    );
-  });
+  };
+  for (const [i, rule] of RULES.entries()) row(rule.line, rule.name, tally[i], 6);
+  for (const [i, rule] of PAIR_RULES.entries()) row("pair", rule.name, pairTally[i], 8);
   return 0;
 }
 
