@@ -16,13 +16,13 @@
 import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { parseArgs } from "node:util";
 import { LINE_NAMES, type LineName } from "../src/inference/analyzer-types.js";
 import { implausibleCourse } from "../src/inference/anatomy.js";
 import { createAnalyzer } from "../src/inference/analyzer.js";
 import type { Point } from "../src/landmarks/geometry.js";
 import { palmFrame } from "../src/landmarks/palm-frame.js";
 import { BOX_DIR, partOf, readBoxes } from "./box-set.js";
+import { scriptArgs } from "./cli.js";
 import { maskAgreement } from "./eval-boxes.js";
 
 /** handFrame maps image points into the hand's frame (see the file's comment), on the engine's palm-frame axes. */
@@ -154,7 +154,11 @@ export const PAIR_RULES: PairRule[] = [
 ];
 
 async function main(): Promise<number> {
-  const { values } = parseArgs({ options: { part: { type: "string", default: "train,heldout" }, model: { type: "string" } } });
+  const args = scriptArgs("usage: node --import tsx scripts/anatomy-rules.ts [--part train,heldout] [--model FILE]", {
+    options: { part: { type: "string", default: "train,heldout" }, model: { type: "string" } },
+  });
+  if (typeof args === "number") return args;
+  const { values } = args;
   if (!existsSync(join(BOX_DIR, "boxes.csv"))) {
     console.log(`anatomy-rules: ${BOX_DIR} is absent; nothing to measure.`);
     return 0;

@@ -11,12 +11,12 @@
  */
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { parseArgs } from "node:util";
 import { quantile } from "../bench/stats.js";
 import { LINE_NAMES } from "../src/inference/analyzer-types.js";
 import { analyzeImage, createPipelineEngine, type PipelineEngine } from "../src/inference/pipeline.js";
 import { FRAME_SIDE, palmFrame } from "../src/landmarks/palm-frame.js";
 import { BOX_DIR, type Box, partOf, readBoxes } from "./box-set.js";
+import { scriptArgs } from "./cli.js";
 import { type Degrade, degraded, maskAgreement } from "./eval-boxes.js";
 
 /** quantiles prints bench/stats' interpolated quantiles (the decision's tables were read by nearest rank). */
@@ -25,9 +25,14 @@ function quantiles(values: number[], ps: number[]): string {
 }
 
 async function main(): Promise<number> {
-  const { values } = parseArgs({
-    options: { part: { type: "string", default: "train" }, degrade: { type: "string", default: "tight" }, model: { type: "string" } },
-  });
+  const args = scriptArgs(
+    "usage: node --import tsx scripts/closeup-frames.ts [--part train|heldout] [--degrade tight|closeup] [--model FILE]",
+    {
+      options: { part: { type: "string", default: "train" }, degrade: { type: "string", default: "tight" }, model: { type: "string" } },
+    },
+  );
+  if (typeof args === "number") return args;
+  const { values } = args;
   if (values.part === "eval") {
     console.error("closeup-frames: the evaluation quarter is read by eval:boxes only");
     return 2;

@@ -1,11 +1,11 @@
 import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { parseArgs } from "node:util";
 import sharp from "sharp";
 import { LINE_NAMES, type LineName } from "../src/inference/analyzer-types.js";
 import { createAnalyzer } from "../src/inference/analyzer.js";
 import { BOX_DIR, type Box, boundsOf, partOf, readBoxes } from "./box-set.js";
+import { oneOf, scriptArgs } from "./cli.js";
 import AGREEMENT from "./box-agreement.json" with { type: "json" };
 import { TurnTally, turned90 } from "./trait-stability.js";
 
@@ -136,8 +136,15 @@ export async function degraded(bytes: Buffer, kind: Degrade, boxes: Box[] = []):
   return { bytes: await sharp(data, { raw: info }).jpeg({ quality: 90 }).toBuffer(), box: same };
 }
 
+const USAGE = `usage: npm run eval:boxes [-- --part eval|heldout|train] [--model FILE] [--detail] [--turned] [--degrade KIND[+KIND]]
+  Scores the engine on a part of the box set (${BOX_DIR}; the evaluation quarter unless --part):
+  the palm found, and per line how many masks agree with their boxes, are drawn wrong, or are not detected and why.
+  --detail      one line per photo
+  --turned      each photo read again turned by 90 degrees: how many lines' traits move
+  --degrade     each photo made worse first: ${Object.keys(DEGRADES).join(", ")}, or several joined by +`;
+
 async function main(): Promise<number> {
-  const { values } = parseArgs({
+  const args = scriptArgs(USAGE, {
     options: {
       part: { type: "string", default: "eval" },
       model: { type: "string" },
@@ -146,6 +153,9 @@ async function main(): Promise<number> {
       degrade: { type: "string" },
     },
   });
+  if (typeof args === "number") return args;
+  const { values } = args;
+  if (!oneOf("--part", values.part, ["eval", "heldout", "train"], USAGE)) return 2;
   // --degrade closeup+dim: each in turn, the boxes moved with the photo.
   const degrade = values.degrade;
   const steps = (degrade?.split("+") ?? []) as Degrade[];

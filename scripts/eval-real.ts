@@ -23,10 +23,10 @@
 import { existsSync } from "node:fs";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { parseArgs } from "node:util";
 import sharp, { type Sharp } from "sharp";
 import { type AnalysisResult, LINE_NAMES, type LineName } from "../src/inference/analyzer-types.js";
 import { createAnalyzer } from "../src/inference/analyzer.js";
+import { scriptArgs } from "./cli.js";
 import { closeupSquare } from "./eval-boxes.js";
 import { polylineDistance, REAL_DIR as REAL, type RealAnnotation, readRealAnnotations, trueHandedness } from "./real-palms.js";
 import { TurnTally } from "./trait-stability.js";
@@ -213,8 +213,17 @@ async function linesPicture(
     .toBuffer();
 }
 
+const USAGE = `usage: npm run eval:real [-- --out DIR] [--model FILE] [--detail]
+  Scores the engine on the annotated real palm photos (${REAL}) as taken, mirrored, turned by 90, 180 and 270
+  degrees and as a close-up, and on real photographs without a palm.
+  --out DIR     also write each photo's overlay and its lines (copies of the photos: keep them out of the repository)
+  --model FILE  another line model in place of the released one
+  --detail      the per-line table for every variant, not only as taken`;
+
 async function main(): Promise<number> {
-  const { values } = parseArgs({ options: { out: { type: "string" }, model: { type: "string" }, detail: { type: "boolean" } } });
+  const args = scriptArgs(USAGE, { options: { out: { type: "string" }, model: { type: "string" }, detail: { type: "boolean" } } });
+  if (typeof args === "number") return args;
+  const { values } = args;
   if (!existsSync(join(REAL, "annotations.json"))) {
     console.log(`eval-real: ${REAL} is absent; nothing to evaluate.`);
     return 0;

@@ -9,14 +9,17 @@
  *   node --import tsx scripts/model-cost.ts [--rounds 15] BASE.onnx OTHER.onnx ...
  */
 import { basename } from "node:path";
-import { parseArgs } from "node:util";
 import { median } from "../bench/stats.js";
 import { createModelSession } from "../src/inference/model-session.js";
+import { scriptArgs } from "./cli.js";
 
 async function main(): Promise<number> {
-  const { values, positionals } = parseArgs({ options: { rounds: { type: "string", default: "15" } }, allowPositionals: true });
+  const usage = "usage: node --import tsx scripts/model-cost.ts [--rounds N] BASE.onnx [OTHER.onnx ...]";
+  const args = scriptArgs(usage, { options: { rounds: { type: "string", default: "15" } }, allowPositionals: true });
+  if (typeof args === "number") return args;
+  const { values, positionals } = args;
   if (positionals.length === 0) {
-    console.error("usage: model-cost.ts [--rounds N] BASE.onnx [OTHER.onnx ...]");
+    console.error(usage);
     return 2;
   }
   const rounds = Number(values.rounds);

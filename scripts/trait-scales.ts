@@ -11,12 +11,12 @@
 import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { parseArgs } from "node:util";
 import { quantile } from "../bench/stats.js";
 import { LINE_NAMES, type LineTraits } from "../src/inference/analyzer-types.js";
 import { createAnalyzer } from "../src/inference/analyzer.js";
 import { CURVATURE_SCALE, DEPTH_SCALE, JOINED_GAP } from "../src/inference/line-traits.js";
 import { BOX_DIR, partOf, readBoxes } from "./box-set.js";
+import { scriptArgs } from "./cli.js";
 import { TURN_BOUNDS, turned90 } from "./trait-stability.js";
 
 const QUANTILES = [0.1, 1 / 3, 0.5, 2 / 3, 0.9];
@@ -50,9 +50,11 @@ function moved(name: string, pairs: [Reading, Reading][], bound: number): void {
 }
 
 async function main(): Promise<number> {
-  const { values } = parseArgs({
+  const args = scriptArgs("usage: node --import tsx scripts/trait-scales.ts [--part train|heldout] [--limit N] [--turned]", {
     options: { part: { type: "string", default: "train" }, limit: { type: "string" }, turned: { type: "boolean" } },
   });
+  if (typeof args === "number") return args;
+  const { values } = args;
   if (values.part === "eval") throw new Error("trait-scales: the evaluation quarter is not for choosing scales");
   if (!existsSync(join(BOX_DIR, "boxes.csv"))) {
     console.log(`trait-scales: ${BOX_DIR} is absent; nothing to measure.`);
