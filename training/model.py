@@ -1,4 +1,5 @@
 """Compact U-Net with four independent sigmoid outputs: palm, heart, head, life."""
+import sys
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -144,9 +145,22 @@ def add_bf16_option(ap):
                          "a recipe step about 0.6-0.7x float32's on a CPU with AMX (docs/decisions/bf16-training.md)")
 
 
-def bf16_layout(net, bf16):
+def native_bf16(cpuinfo="/proc/cpuinfo"):
+    """Whether this CPU computes in bfloat16 itself (avx512_bf16 or amx_bf16): without either, oneDNN emulates
+    it and a HandUNet step took 11x float32's (docs/decisions/bf16-training.md; test/unit/training/bf16-warning.spec.ts)."""
+    try:
+        flags = open(cpuinfo).read().split()
+    except OSError:
+        return True  # not Linux: nothing to read, nothing to warn about
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def bf16_layout(net, bf16, device="cpu"):
     """The network laid out for logits_of: channels-last with bf16 (weights loaded later are copied into
-    these strides), as it is without."""
+    these strides), as it is without. Warns when bf16 is asked of a CPU that would emulate it."""
+    if bf16 and device == "cpu" and not native_bf16():
+        print("--bf16: this CPU has no native bfloat16 (no avx512_bf16 or amx_bf16 in /proc/cpuinfo); a step may "
+              "take many times a float32 step here (docs/decisions/bf16-training.md)", file=sys.stderr, flush=True)
     return net.to(memory_format=torch.channels_last) if bf16 else net
 
 

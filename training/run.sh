@@ -179,7 +179,8 @@ CKPT=${CKPT_MIN:+--ckpt-min $CKPT_MIN}
 # S0_ENCODER=hand: stage a's network takes the hand-landmark model's blocks as its encoder (train.py --encoder hand,
 # model.py HandUNet: MediaPipe's weights from the installed package, trained on real hands), the later stages its shape.
 ENC=${S0_ENCODER:+--encoder $S0_ENCODER}
-# S0_BF16=1: every stage's forward pass in bfloat16 (train.py --bf16; docs/decisions/bf16-training.md).
+# S0_BF16=1: every stage's forward pass in bfloat16 (train.py --bf16; docs/decisions/bf16-training.md): only on a CPU
+# with avx512_bf16 or amx_bf16 (lscpu); elsewhere it is emulated and a step took 11x float32's.
 BF16=${S0_BF16:+--bf16}
 DEVICE=${DEVICE:-cpu}
 # A stage stopped before its end (a session ended, a machine was taken back) goes on from its own last

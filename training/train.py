@@ -134,7 +134,7 @@ def main():
     new_net = (lambda: HandUNet()) if a.encoder == "hand" else (lambda: PalmUNet(**arch_at(a.width)))
     net = (net_of(sd) if sd is not None else new_net()).to(a.device)
     net.view_size = ims.shape[1]   # saved with it: the exported file's input_size
-    net = bf16_layout(net, a.bf16)
+    net = bf16_layout(net, a.bf16, a.device)
     opt = torch.optim.AdamW(param_groups(net, a.lr), lr=a.lr, weight_decay=1e-4)
     start = 0
     if a.resume:

@@ -286,7 +286,7 @@ def main():
     sd = torch.load(a.resume or a.init, map_location="cpu")
     net = net_of(sd).to(a.device)   # the starting model's shape (train.py --width)
     net.view_size = r_ims.shape[1]  # saved with it: the exported file's input_size
-    net = bf16_layout(net, a.bf16)
+    net = bf16_layout(net, a.bf16, a.device)
     opt = torch.optim.AdamW(param_groups(net, a.lr), lr=a.lr, weight_decay=1e-4)
     start = 0
     net.load_state_dict(sd["model"])
