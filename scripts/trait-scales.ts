@@ -55,7 +55,10 @@ async function main(): Promise<number> {
   });
   if (typeof args === "number") return args;
   const { values } = args;
-  if (values.part === "eval") throw new Error("trait-scales: the evaluation quarter is not for choosing scales");
+  if (values.part === "eval") {
+    console.error("trait-scales: the evaluation quarter is not for choosing scales");
+    return 2;
+  }
   if (!existsSync(join(BOX_DIR, "boxes.csv"))) {
     console.log(`trait-scales: ${BOX_DIR} is absent; nothing to measure.`);
     return 0;
