@@ -149,7 +149,8 @@ def native_bf16(cpuinfo="/proc/cpuinfo"):
     """Whether this CPU computes in bfloat16 itself (avx512_bf16 or amx_bf16): without either, oneDNN emulates
     it and a HandUNet step took 11x float32's (docs/decisions/bf16-training.md; test/unit/training/bf16-warning.spec.ts)."""
     try:
-        flags = open(cpuinfo).read().split()
+        with open(cpuinfo) as f:
+            flags = f.read().split()
     except OSError:
         return True  # not Linux: nothing to read, nothing to warn about
     return "avx512_bf16" in flags or "amx_bf16" in flags
