@@ -1,34 +1,26 @@
-import { execFile } from "node:child_process";
-import { promisify } from "node:util";
+import { spawnSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
 
-const run = promisify(execFile);
-
 /** script runs one measuring script as `npm run` does, and answers its exit status and output. */
-async function script(file: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run(process.execPath, ["--import", "tsx", file, ...args], { timeout: 60_000 });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
+function script(file: string, ...args: string[]): { code: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, ["--import", "tsx", file, ...args], { encoding: "utf8", timeout: 60_000 });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
 describe("the measuring scripts' flags", () => {
-  it("eval:boxes --help prints its usage and exits 0 before reading any photo", async () => {
-    const r = await script("scripts/eval-boxes.ts", "--help");
+  it("eval:boxes --help prints its usage and exits 0 before reading any photo", () => {
+    const r = script("scripts/eval-boxes.ts", "--help");
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^usage: npm run eval:boxes/);
     for (const flag of ["--part", "--model", "--detail", "--turned", "--degrade"]) expect(r.stdout).toContain(flag);
   });
 
-  it("eval:boxes answers an unknown flag or part with one reason and the usage, exit 2, no stack trace", async () => {
+  it("eval:boxes answers an unknown flag or part with one reason and the usage, exit 2, no stack trace", () => {
     for (const [args, reason] of [
       [["--bogus"], "Unknown option '--bogus'"],
       [["--part", "nope"], "--part is one of eval, heldout, train, not 'nope'"],
     ] as const) {
-      const r = await script("scripts/eval-boxes.ts", ...args);
+      const r = script("scripts/eval-boxes.ts", ...args);
       expect(r.code).toBe(2);
       expect(r.stderr.split("\n")[0]).toBe(reason);
       expect(r.stderr).toContain("usage: npm run eval:boxes");
@@ -37,11 +29,11 @@ describe("the measuring scripts' flags", () => {
     }
   });
 
-  it("eval:real --help prints its usage and an unknown flag exits 2", async () => {
-    const help = await script("scripts/eval-real.ts", "-h");
+  it("eval:real --help prints its usage and an unknown flag exits 2", () => {
+    const help = script("scripts/eval-real.ts", "-h");
     expect(help.code).toBe(0);
     expect(help.stdout).toMatch(/^usage: npm run eval:real/);
-    const bad = await script("scripts/eval-real.ts", "--modle", "x.onnx");
+    const bad = script("scripts/eval-real.ts", "--modle", "x.onnx");
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain("Unknown option '--modle'");
     expect(bad.stderr).not.toMatch(/^\s+at /m);
