@@ -16,7 +16,7 @@ import { LINE_NAMES } from "../src/inference/analyzer-types.js";
 import { analyzeImage, createPipelineEngine, type PipelineEngine } from "../src/inference/pipeline.js";
 import { FRAME_SIDE, palmFrame } from "../src/landmarks/palm-frame.js";
 import { BOX_DIR, type Box, partOf, readBoxes } from "./box-set.js";
-import { scriptArgs } from "./cli.js";
+import { oneOf, scriptArgs } from "./cli.js";
 import { type Degrade, degraded, maskAgreement } from "./eval-boxes.js";
 
 /** quantiles prints bench/stats' interpolated quantiles (the decision's tables were read by nearest rank). */
@@ -24,17 +24,19 @@ function quantiles(values: number[], ps: number[]): string {
   return ps.map((p) => `${Math.round(p * 100)}th ${values.length > 0 ? quantile(values, p).toFixed(2) : "-"}`).join(", ");
 }
 
+const USAGE = "usage: node --import tsx scripts/closeup-frames.ts [--part train|heldout] [--degrade tight|closeup] [--model FILE]";
+
 async function main(): Promise<number> {
-  const args = scriptArgs(
-    "usage: node --import tsx scripts/closeup-frames.ts [--part train|heldout] [--degrade tight|closeup] [--model FILE]",
-    {
-      options: { part: { type: "string", default: "train" }, degrade: { type: "string", default: "tight" }, model: { type: "string" } },
-    },
-  );
+  const args = scriptArgs(USAGE, {
+    options: { part: { type: "string", default: "train" }, degrade: { type: "string", default: "tight" }, model: { type: "string" } },
+  });
   if (typeof args === "number") return args;
   const { values } = args;
   if (values.part === "eval") {
     console.error("closeup-frames: the evaluation quarter is read by eval:boxes only");
+    return 2;
+  }
+  if (!oneOf("--part", values.part, ["heldout", "train"], USAGE) || !oneOf("--degrade", values.degrade, ["tight", "closeup"], USAGE)) {
     return 2;
   }
   const boxes = new Map([...readBoxes()].filter(([file]) => partOf(file) === values.part));

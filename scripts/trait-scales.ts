@@ -16,7 +16,7 @@ import { LINE_NAMES, type LineTraits } from "../src/inference/analyzer-types.js"
 import { createAnalyzer } from "../src/inference/analyzer.js";
 import { CURVATURE_SCALE, DEPTH_SCALE, JOINED_GAP } from "../src/inference/line-traits.js";
 import { BOX_DIR, partOf, readBoxes } from "./box-set.js";
-import { scriptArgs } from "./cli.js";
+import { oneOf, scriptArgs } from "./cli.js";
 import { TURN_BOUNDS, turned90 } from "./trait-stability.js";
 
 const QUANTILES = [0.1, 1 / 3, 0.5, 2 / 3, 0.9];
@@ -49,8 +49,10 @@ function moved(name: string, pairs: [Reading, Reading][], bound: number): void {
   );
 }
 
+const USAGE = "usage: node --import tsx scripts/trait-scales.ts [--part train|heldout] [--limit N] [--turned]";
+
 async function main(): Promise<number> {
-  const args = scriptArgs("usage: node --import tsx scripts/trait-scales.ts [--part train|heldout] [--limit N] [--turned]", {
+  const args = scriptArgs(USAGE, {
     options: { part: { type: "string", default: "train" }, limit: { type: "string" }, turned: { type: "boolean" } },
   });
   if (typeof args === "number") return args;
@@ -59,6 +61,7 @@ async function main(): Promise<number> {
     console.error("trait-scales: the evaluation quarter is not for choosing scales");
     return 2;
   }
+  if (!oneOf("--part", values.part, ["heldout", "train"], USAGE)) return 2;
   if (!existsSync(join(BOX_DIR, "boxes.csv"))) {
     console.log(`trait-scales: ${BOX_DIR} is absent; nothing to measure.`);
     return 0;

@@ -38,4 +38,20 @@ describe("the measuring scripts' flags", () => {
     expect(bad.stderr).toContain("Unknown option '--modle'");
     expect(bad.stderr).not.toMatch(/^\s+at /m);
   });
+
+  it("closeup-frames and trait-scales refuse the evaluation quarter and an unknown part, exit 2, before reading any photo", () => {
+    for (const [file, args, reason] of [
+      ["scripts/closeup-frames.ts", ["--part", "eval"], "closeup-frames: the evaluation quarter is read by eval:boxes only"],
+      ["scripts/closeup-frames.ts", ["--part", "held-out"], "--part is one of heldout, train, not 'held-out'"],
+      ["scripts/closeup-frames.ts", ["--degrade", "blur"], "--degrade is one of tight, closeup, not 'blur'"],
+      ["scripts/trait-scales.ts", ["--part", "eval"], "trait-scales: the evaluation quarter is not for choosing scales"],
+      ["scripts/trait-scales.ts", ["--part", "test"], "--part is one of heldout, train, not 'test'"],
+    ] as const) {
+      const r = script(file, ...args);
+      expect(r.code).toBe(2);
+      expect(r.stderr.split("\n")[0]).toBe(reason);
+      expect(r.stderr).not.toMatch(/^\s+at /m);
+      expect(r.stdout).toBe("");
+    }
+  });
 });
