@@ -156,21 +156,23 @@ def native_bf16(cpuinfo="/proc/cpuinfo"):
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
-def bf16_layout(net, bf16, device="cpu"):
-    """The network laid out for logits_of: channels-last with bf16 (weights loaded later are copied into
-    these strides), as it is without. Warns when bf16 is asked of a CPU that would emulate it."""
+def bf16_layout(net, bf16, device="cpu", channels_last=False):
+    """The network laid out for logits_of: channels-last with bf16 or channels_last (step_cost's float32 "cl"
+    configuration; weights loaded later are copied into these strides), as it is otherwise. Warns when bf16 is
+    asked of a CPU that would emulate it."""
     if bf16 and device == "cpu" and not native_bf16():
         print("--bf16: this CPU has no native bfloat16 (no avx512_bf16 or amx_bf16 in /proc/cpuinfo); a step may "
               "take many times a float32 step here (docs/decisions/bf16-training.md)", file=sys.stderr, flush=True)
-    return net.to(memory_format=torch.channels_last) if bf16 else net
+    return net.to(memory_format=torch.channels_last) if bf16 or channels_last else net
 
 
-def logits_of(net, x, bf16=False):
+def logits_of(net, x, bf16=False, channels_last=False):
     """The network's float32 logits for x; with bf16 (train.py/train_real.py --bf16) the forward pass runs in
     bfloat16 (autocast, channels-last tensors: oneDNN's fast path on this CPU) while the weights, the loss and
-    the optimiser stay float32. Measured: docs/decisions/bf16-training.md."""
+    the optimiser stay float32; with channels_last alone, float32 in channels-last tensors (training.step_cost
+    only: not worth a training option, docs/decisions/bf16-training.md). Measured: the same file."""
     if not bf16:
-        return net(x)
+        return net(x.contiguous(memory_format=torch.channels_last)) if channels_last else net(x)
     with torch.autocast(x.device.type, dtype=torch.bfloat16):
         return net(x.contiguous(memory_format=torch.channels_last)).float()
 
