@@ -206,8 +206,9 @@ scratch_train() {
 # pick_confidence CKPT CALIB [VALDATA]: the synthetic sets' min_confidence misses real lines (a model trained on real
 # photos is less sure of them than of synthetic ones), so it is chosen again on the box set's held-out
 # training photos: of the values in MIN_CONF_TRIED that keep at least MIN_BACKS of the synthetic
-# validation backs without a line (the release rule's bar), the one with the most agreeing lines
-# there, ties to the higher. None: the synthetic tune's value stays.
+# validation backs without a line (the release rule's bar), the one with the most agreeing lines net of
+# those drawn wrong there (issue 28, item 5: a value that trades a wrong line for a right one ties), ties to
+# the higher. None: the synthetic tune's value stays.
 MIN_CONF_TRIED=${MIN_CONF_TRIED:-"0.5 0.6 0.7"}
 MIN_BACKS=${MIN_BACKS:-0.98}
 pick_confidence() {
@@ -222,9 +223,11 @@ pick_confidence() {
       echo "pick_confidence: min_confidence $mc: $backs of the validation backs without a line, under $MIN_BACKS"
       continue
     fi
-    n=$(npm run -s eval:boxes -- --part heldout --model "$dir/mc-$mc.onnx" | tee "$dir/heldout-$mc.txt" |
-      awk '($1=="heart"||$1=="head"||$1=="life") && $2 ~ /^[0-9]+\// {split($2,a,"/"); s+=a[1]} END {print s+0}')
-    echo "pick_confidence: min_confidence $mc: $backs of the validation backs without a line, $n agreeing lines on the held-out training photos"
+    # "agreeing wrong" summed over the three lines ($2 "N/M", $4 drawn wrong in eval:boxes' table)
+    aw=$(npm run -s eval:boxes -- --part heldout --model "$dir/mc-$mc.onnx" | tee "$dir/heldout-$mc.txt" |
+      awk '($1=="heart"||$1=="head"||$1=="life") && $2 ~ /^[0-9]+\// {split($2,a,"/"); s+=a[1]; w+=$4} END {print s+0, w+0}')
+    n=$((${aw% *} - ${aw#* }))
+    echo "pick_confidence: min_confidence $mc: $backs of the validation backs without a line, ${aw% *} agreeing lines and ${aw#* } drawn wrong on the held-out training photos"
     [ "$n" -lt "$best" ] || { best=$n; pick=$mc; }
   done
   if [ -z "$pick" ]; then echo "pick_confidence: none kept; the synthetic tune's min_confidence stays"; return; fi
