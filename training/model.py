@@ -171,10 +171,12 @@ def logits_of(net, x, bf16=False, channels_last=False):
     bfloat16 (autocast, channels-last tensors: oneDNN's fast path on this CPU) while the weights, the loss and
     the optimiser stay float32; with channels_last alone, float32 in channels-last tensors (training.step_cost
     only: not worth a training option, docs/decisions/bf16-training.md). Measured: the same file."""
+    if bf16 or channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
     if not bf16:
-        return net(x.contiguous(memory_format=torch.channels_last)) if channels_last else net(x)
+        return net(x)
     with torch.autocast(x.device.type, dtype=torch.bfloat16):
-        return net(x.contiguous(memory_format=torch.channels_last)).float()
+        return net(x).float()
 
 
 def count_params(m):

@@ -226,8 +226,8 @@ pick_confidence() {
     # "agreeing wrong" summed over the three lines ($2 "N/M", $4 drawn wrong in eval:boxes' table)
     aw=$(npm run -s eval:boxes -- --part heldout --model "$dir/mc-$mc.onnx" | tee "$dir/heldout-$mc.txt" |
       awk '($1=="heart"||$1=="head"||$1=="life") && $2 ~ /^[0-9]+\// {split($2,a,"/"); s+=a[1]; w+=$4} END {print s+0, w+0}')
-    n=$((${aw% *} - ${aw#* }))
-    echo "pick_confidence: min_confidence $mc: $backs of the validation backs without a line, ${aw% *} agreeing lines and ${aw#* } drawn wrong on the held-out training photos"
+    agree=${aw% *}; wrong=${aw#* }; n=$((agree - wrong))
+    echo "pick_confidence: min_confidence $mc: $backs of the validation backs without a line, $agree agreeing lines and $wrong drawn wrong on the held-out training photos"
     [ "$n" -lt "$best" ] || { best=$n; pick=$mc; }
   done
   if [ -z "$pick" ]; then echo "pick_confidence: none kept; the synthetic tune's min_confidence stays"; return; fi
