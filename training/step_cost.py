@@ -25,6 +25,10 @@ def main():
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     configs = [(int(f[0]), f[1], (f[2:] or ["float32"])[0]) for f in (c.split(":") for c in a.configs.split(","))]
+    # A misspelt third field would otherwise be timed as float32 under the name it was given.
+    for size, width, fwd in configs:
+        if fwd not in ("float32", "bf16", "cl"):
+            ap.error(f"--configs {size}:{width}:{fwd}: the third field is bf16 or cl (or none, float32)")
     runs = {}
     for size, width, fwd in configs:
         torch.manual_seed(0)
