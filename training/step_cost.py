@@ -24,11 +24,13 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
-    configs = [(int(f[0]), f[1], (f[2:] or ["float32"])[0]) for f in (c.split(":") for c in a.configs.split(","))]
-    # A misspelt third field would otherwise be timed as float32 under the name it was given.
-    for size, width, fwd in configs:
-        if fwd not in ("float32", "bf16", "cl"):
-            ap.error(f"--configs {size}:{width}:{fwd}: the third field is bf16 or cl (or none, float32)")
+    # A misspelt or extra field would otherwise be timed as float32 (or as the third field) under the name it was given.
+    configs = []
+    for c in a.configs.split(","):
+        f = c.split(":")
+        if len(f) not in (2, 3) or f[2:] not in ([], ["bf16"], ["cl"]):
+            ap.error(f"--configs {c}: SIZE:WIDTH with an optional third field, bf16 or cl (none: float32)")
+        configs.append((int(f[0]), f[1], (f[2:] or ["float32"])[0]))
     runs = {}
     for size, width, fwd in configs:
         torch.manual_seed(0)

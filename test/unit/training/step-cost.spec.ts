@@ -1,0 +1,28 @@
+/**
+ * `training.step_cost` times training steps under the names given in `--configs`; a name it cannot read
+ * exactly is refused before anything is timed, so a misspelt `bf16` is never reported as float32's time.
+ */
+import { spawnSync } from "node:child_process";
+import { describe, expect, it } from "vitest";
+
+const root = new URL("../../../", import.meta.url).pathname;
+const PYTHON = "/usr/bin/python3";
+const hasTorch = spawnSync(PYTHON, ["-c", "import torch"], { stdio: "ignore" }).status === 0;
+if (!hasTorch) console.warn(`step_cost: skipped, ${PYTHON} cannot import torch (apt-get install python3-torch)`);
+
+describe.skipIf(!hasTorch)("training/step_cost.py --configs", () => {
+  it.each(["256:1:bf61", "256:1:bf16:x", "256", "256:hand,384:0.5:cl:bf16"])(
+    "refuses %s and times nothing",
+    (configs) => {
+      const run = spawnSync(PYTHON, ["-m", "training.step_cost", "--configs", configs, "--rounds", "0"], {
+        cwd: root,
+        encoding: "utf8",
+      });
+      expect(run.status).toBe(2);
+      expect(run.stderr).toMatch(/SIZE:WIDTH with an optional third field, bf16 or cl/);
+      expect(run.stderr).not.toMatch(/Traceback/);
+      expect(run.stdout).toBe("");
+    },
+    60_000,
+  );
+});
