@@ -5,17 +5,15 @@
  * (turned and mirrored). Both are run on the same boxes and frame; every view pixel farther than a
  * photo pixel from the square's edge must be kept or cut alike.
  */
-import { execFileSync, spawnSync } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
+import { PYTHON, pythonImports, repoRoot } from "../../helpers/python.js";
 import { type PalmFrame, frameToImage, imageToFrame } from "../../../src/landmarks/palm-frame.js";
 import { closeupSquare } from "../../../scripts/eval-boxes.js";
 import { type Box, boundsOf } from "../../../scripts/box-set.js";
 
-const root = new URL("../../../", import.meta.url).pathname;
-const PYTHON = "/usr/bin/python3";
 const S = 256;
-const hasTorch = spawnSync(PYTHON, ["-c", "import torch, numpy, cv2"], { stdio: "ignore" }).status === 0;
-if (!hasTorch) console.warn(`close-up parity: skipped, ${PYTHON} cannot import torch, numpy and cv2`);
+const hasTorch = pythonImports("close-up parity", ["torch", "numpy", "cv2"]);
 
 /** A palm's heart, head and life boxes in a 640 x 640 photo. */
 const BOXES: Box[] = [
@@ -45,7 +43,7 @@ function pythonMask(f: PalmFrame, margin: number): number[][] {
   const code =
     "import json, sys; from training.train_real import closeup_mask; a = json.load(sys.stdin); " +
     "print(json.dumps(closeup_mask(a['quads'], a['size'], a['margin']).tolist()))";
-  const out = execFileSync(PYTHON, ["-c", code], { cwd: root, input: JSON.stringify({ quads, size: S, margin }), maxBuffer: 1 << 24 });
+  const out = execFileSync(PYTHON, ["-c", code], { cwd: repoRoot, input: JSON.stringify({ quads, size: S, margin }), maxBuffer: 1 << 24 });
   return JSON.parse(out.toString());
 }
 

@@ -7,11 +7,9 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { PYTHON, pythonImports, repoRoot } from "../../helpers/python.js";
 
-const root = new URL("../../../", import.meta.url).pathname;
-const PYTHON = "/usr/bin/python3";
-const hasTorch = spawnSync(PYTHON, ["-c", "import torch"], { stdio: "ignore" }).status === 0;
-if (!hasTorch) console.warn(`bf16 warning: skipped, ${PYTHON} cannot import torch (apt-get install python3-torch)`);
+const hasTorch = pythonImports("bf16 warning", ["torch"]);
 
 /** flagsSay runs model.native_bf16 on a cpuinfo whose flags line is `flags`. */
 function flagsSay(flags: string): string {
@@ -19,7 +17,7 @@ function flagsSay(flags: string): string {
   const file = join(dir, "cpuinfo");
   writeFileSync(file, `processor\t: 0\nflags\t\t: ${flags}\n`);
   const run = spawnSync(PYTHON, ["-c", `from training.model import native_bf16; print(native_bf16(${JSON.stringify(file)}))`], {
-    cwd: root,
+    cwd: repoRoot,
     encoding: "utf8",
   });
   expect(run.stderr).not.toMatch(/Traceback/);

@@ -6,16 +6,14 @@
  */
 import { spawnSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
+import { PYTHON, pythonImports, repoRoot } from "../../helpers/python.js";
 
-const root = new URL("../../../", import.meta.url).pathname;
-const PYTHON = "/usr/bin/python3";
-const hasTorch = spawnSync(PYTHON, ["-c", "import torch, onnx"], { stdio: "ignore" }).status === 0;
-if (!hasTorch) console.warn(`hand encoder: skipped, ${PYTHON} cannot import torch and onnx (apt-get install python3-torch python3-onnx)`);
+const hasTorch = pythonImports("hand encoder", ["torch", "onnx"]);
 
 describe.skipIf(!hasTorch)("training/hand_encoder.py", () => {
   it("gives onnxruntime's landmarks, presence and handedness from the hand model's torch form", () => {
     const run = spawnSync(PYTHON, ["-m", "training.hand_encoder", "--check"], {
-      cwd: root,
+      cwd: repoRoot,
       encoding: "utf8",
       env: { ...process.env, OMP_NUM_THREADS: "1" },
     });

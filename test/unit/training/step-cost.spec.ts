@@ -4,18 +4,16 @@
  */
 import { spawnSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
+import { PYTHON, pythonImports, repoRoot } from "../../helpers/python.js";
 
-const root = new URL("../../../", import.meta.url).pathname;
-const PYTHON = "/usr/bin/python3";
-const hasTorch = spawnSync(PYTHON, ["-c", "import torch"], { stdio: "ignore" }).status === 0;
-if (!hasTorch) console.warn(`step_cost: skipped, ${PYTHON} cannot import torch (apt-get install python3-torch)`);
+const hasTorch = pythonImports("step_cost", ["torch"]);
 
 describe.skipIf(!hasTorch)("training/step_cost.py --configs", () => {
   it.each(["256:1:bf61", "256:1:bf16:x", "256", "256:hand,384:0.5:cl:bf16"])(
     "refuses %s and times nothing",
     (configs) => {
       const run = spawnSync(PYTHON, ["-m", "training.step_cost", "--configs", configs, "--rounds", "0"], {
-        cwd: root,
+        cwd: repoRoot,
         encoding: "utf8",
       });
       expect(run.status).toBe(2);
