@@ -182,6 +182,11 @@ ENC=${S0_ENCODER:+--encoder $S0_ENCODER}
 # S0_BF16=1: every stage's forward pass in bfloat16 (train.py --bf16; docs/decisions/bf16-training.md): only on a CPU
 # with avx512_bf16 or amx_bf16 (lscpu); elsewhere it is emulated and a step took 11x float32's.
 BF16=${S0_BF16:+--bf16}
+# S0B_WFRAC: stage b's outside-mass term (train_real --w-frac; 1.0 unless set). S0B_TIME: stage b on a wall-time
+# budget of that many seconds instead of S0B_STEPS (train_real --time-budget: warm-up and cosine on the clock, as
+# 3.3.0 was trained); the steps it reached, in its log's last line, replay its schedule by steps.
+S0B_WFRAC=${S0B_WFRAC:-1.0}
+S0B_BUDGET=${S0B_TIME:+--time-budget $S0B_TIME}
 DEVICE=${DEVICE:-cpu}
 # A stage stopped before its end (a session ended, a machine was taken back) goes on from its own last
 # checkpoint (last.pt, written every few minutes) when run.sh is run again; a stage with final.pt is done.
@@ -196,8 +201,8 @@ scratch_train() {
   [ -f "$R/a/final.pt" ] || $PY -m training.train --data "$S" --out "$R/a" --canonical \
     --lr 2e-3 --crop $((160 * VIEW / 256)) --crop-frac 0.5 --steps "$S0A_STEPS" --seed "$S0_SEED" --threads 2 --device "$DEVICE" $WIDTH $ENC $BF16 $CKPT $(resume "$R/a")
   [ -f "$R/b/final.pt" ] || $PY -m training.train_real --synth "$S" --real "$D/boxes_train" \
-    --init "$R/a/final.pt" --out "$R/b" --steps "$S0B_STEPS" --lr 5e-4 --w-frac 1.0 --geo --seed $((S0_SEED + 1)) --threads 2 --device "$DEVICE" \
-    $BF16 $CKPT $(resume "$R/b")
+    --init "$R/a/final.pt" --out "$R/b" --steps "$S0B_STEPS" --lr 5e-4 --w-frac "$S0B_WFRAC" --geo --seed $((S0_SEED + 1)) --threads 2 \
+    --device "$DEVICE" $BF16 $S0B_BUDGET $CKPT $(resume "$R/b")
   [ "$S0C_STEPS" -gt 0 ] || return 0
   [ -f "$R/c/final.pt" ] || $PY -m training.train_real --synth "$S" --real "$D/boxes_train" \
     --init "$R/b/final.pt" --out "$R/c" --steps "$S0C_STEPS" --w-frac 1.0 --geo --w-pseudo 5.0 --w-cons 2.0 --seed $((S0_SEED + 2)) \
