@@ -17,6 +17,14 @@ import torch
 from training.model import HandUNet, PalmUNet, arch_at, bf16_layout, count_params, logits_of, loss_fn
 
 
+def is_width(w):
+    """A --configs WIDTH: `hand` (HandUNet) or PalmUNet's channel factor."""
+    try:
+        return w == "hand" or float(w) > 0
+    except ValueError:
+        return False
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--configs", default="256:1,384:0.5,384:0.375,320:0.5,256:0.5", help="SIZE:WIDTH[:bf16|:cl],...; the first is the base")
@@ -28,8 +36,8 @@ def main():
     configs = []
     for c in a.configs.split(","):
         f = c.split(":")
-        if len(f) not in (2, 3) or f[2:] not in ([], ["bf16"], ["cl"]):
-            ap.error(f"--configs {c}: SIZE:WIDTH with an optional third field, bf16 or cl (none: float32)")
+        if len(f) not in (2, 3) or f[2:] not in ([], ["bf16"], ["cl"]) or not f[0].isdigit() or not is_width(f[1]):
+            ap.error(f"--configs {c}: SIZE:WIDTH with an optional third field, bf16 or cl (none: float32); WIDTH a number or hand")
         configs.append((int(f[0]), f[1], (f[2:] or ["float32"])[0]))
     runs = {}
     for size, width, fwd in configs:

@@ -9,7 +9,7 @@ import { PYTHON, pythonImports, repoRoot } from "../../helpers/python.js";
 const hasTorch = pythonImports("step_cost", ["torch"]);
 
 describe.skipIf(!hasTorch)("training/step_cost.py --configs", () => {
-  it.each(["256:1:bf61", "256:1:bf16:x", "256", "256:hand,384:0.5:cl:bf16"])(
+  it.each(["256:1:bf61", "256:1:bf16:x", "256", "256:hand,384:0.5:cl:bf16", "big:1", "256:wide"])(
     "refuses %s and times nothing",
     (configs) => {
       const run = spawnSync(PYTHON, ["-m", "training.step_cost", "--configs", configs, "--rounds", "0"], {
@@ -17,7 +17,7 @@ describe.skipIf(!hasTorch)("training/step_cost.py --configs", () => {
         encoding: "utf8",
       });
       expect(run.status).toBe(2);
-      expect(run.stderr).toMatch(/SIZE:WIDTH with an optional third field, bf16 or cl/);
+      expect(run.stderr).toMatch(/SIZE:WIDTH with an optional third field, bf16 or cl .*; WIDTH a number or hand/);
       expect(run.stderr).not.toMatch(/Traceback/);
       expect(run.stdout).toBe("");
     },
