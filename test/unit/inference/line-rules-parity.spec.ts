@@ -6,26 +6,23 @@
  * pixels). The maps are drawn here: designed ones that put each rule on both sides of its limit,
  * and seeded random ones.
  */
-import { execFileSync, spawnSync } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { PYTHON, pythonImports, repoRoot } from "../../helpers/python.js";
 import { LINE_NAMES, type LineName } from "../../../src/inference/analyzer-types.js";
 import { DEFAULT_MODEL_PATH } from "../../../src/inference/model-session.js";
 import { parseModelMetadata, readOnnxMetadataProps } from "../../../src/inference/model-metadata.js";
 import { LINE_RULES, growLine, palmDistanceMap, palmShare, selectLine } from "../../../src/inference/postprocess.js";
 
-const root = new URL("../../../", import.meta.url).pathname;
-const PYTHON = "/usr/bin/python3";
 const S = 256;
 const meta = parseModelMetadata(readOnnxMetadataProps(readFileSync(DEFAULT_MODEL_PATH)));
 /** The smallest component that is not a speck, in pixels. */
 const SPECK = Math.ceil(Math.max(LINE_RULES.speckMinPixels, meta.detection.minPixels * LINE_RULES.speckShare));
 
-const hasNumpy = spawnSync(PYTHON, ["-c", "import numpy, cv2"], { stdio: "ignore" }).status === 0;
-if (!hasNumpy)
-  console.warn(`line-rules parity: skipped, ${PYTHON} cannot import numpy and cv2 (apt-get install python3-numpy python3-opencv)`);
+const hasNumpy = pythonImports("line-rules parity", ["numpy", "cv2"]);
 
 type Pt = [number, number];
 /** One map: channel 0 palm, 1-3 heart, head, life. */
@@ -258,7 +255,7 @@ describe.skipIf(!hasNumpy)("line rules: postprocess.ts and training/line_rules.p
       }),
     );
     const theirs = JSON.parse(
-      execFileSync(PYTHON, ["-m", "training.line_rules", bin, spec], { cwd: root, maxBuffer: 64 << 20, encoding: "utf8" }),
+      execFileSync(PYTHON, ["-m", "training.line_rules", bin, spec], { cwd: repoRoot, maxBuffer: 64 << 20, encoding: "utf8" }),
     ) as Outcome[];
     expect(theirs).toHaveLength(cases.length);
     cases.forEach((c, i) => {
