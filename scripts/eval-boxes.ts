@@ -136,9 +136,35 @@ export async function degraded(bytes: Buffer, kind: Degrade, boxes: Box[] = []):
   return { bytes: await sharp(data, { raw: info }).jpeg({ quality: 90 }).toBuffer(), box: same };
 }
 
+type PerLine = Record<LineName, number>;
+
+/** pct is a as a share of b, in percent with one decimal. */
+const pct = (a: number, b: number) => `${((100 * a) / Math.max(1, b)).toFixed(1)}%`;
+
+/**
+ * lineTable is eval:boxes' table: per line the masks that agree with their boxes, those drawn wrong, those not
+ * detected and the median thickness, then the three lines together (`lines`), the sums a release rule reads.
+ * Pinned by test/unit/cli/scripts.spec.ts ("eval:boxes' table").
+ */
+export function lineTable(agree: PerLine, wrong: PerLine, total: PerLine, thickness: Record<LineName, number[]>): string[] {
+  const row = (name: string, a: number, w: number, n: number, median: string) =>
+    `${name.padEnd(6)} ${`${a}/${n} ${pct(a, n)}`.padStart(14)} ${String(w).padStart(12)} ${String(n - a - w).padStart(13)} ${median.padStart(10)}`;
+  const sum = (v: PerLine) => LINE_NAMES.reduce((s, line) => s + v[line], 0);
+  const rows = [
+    `${"line".padEnd(6)} ${"agrees".padStart(14)} ${"drawn wrong".padStart(12)} ${"not detected".padStart(13)} ${"thickness".padStart(10)}`,
+  ];
+  for (const line of LINE_NAMES) {
+    const t = [...thickness[line]].sort((a, b) => a - b);
+    rows.push(row(line, agree[line], wrong[line], total[line], t.length ? `${(100 * t[Math.floor(t.length / 2)]).toFixed(1)}%` : "-"));
+  }
+  rows.push(row("lines", sum(agree), sum(wrong), sum(total), "-"));
+  return rows;
+}
+
 const USAGE = `usage: npm run eval:boxes [-- --part eval|heldout|train] [--model FILE] [--detail] [--turned] [--degrade KIND[+KIND]]
   Scores the engine on a part of the box set (${BOX_DIR}; the evaluation quarter unless --part):
-  the palm found, and per line how many masks agree with their boxes, are drawn wrong, or are not detected and why.
+  the palm found, and per line and for the three together how many masks agree with their boxes, are drawn wrong,
+  or are not detected and why.
   --detail      one line per photo
   --turned      each photo read again turned by 90 degrees: how many lines' traits move
   --degrade     each photo made worse first: ${Object.keys(DEGRADES).join(", ")}, or several joined by +`;
@@ -236,22 +262,11 @@ async function main(): Promise<number> {
   } finally {
     await analyzer.close();
   }
-  const pct = (a: number, b: number) => `${((100 * a) / Math.max(1, b)).toFixed(1)}%`;
   console.log(
     `\npalm found: ${palms}/${files.length} (${pct(palms, files.length)}), ${backs} of them read as the back of a hand; mean engine time ${Math.round(ms / Math.max(1, files.length))} ms`,
   );
   console.log(`hands whose fingertips lie outside the photo (finger values estimated): ${fingersOut}`);
-  console.log(
-    `${"line".padEnd(6)} ${"agrees".padStart(14)} ${"drawn wrong".padStart(12)} ${"not detected".padStart(13)} ${"thickness".padStart(10)}`,
-  );
-  for (const line of LINE_NAMES) {
-    const missed = total[line] - agree[line] - wrong[line];
-    const t = thickness[line].sort((a, b) => a - b);
-    const median = t.length ? `${(100 * t[Math.floor(t.length / 2)]).toFixed(1)}%` : "-";
-    console.log(
-      `${line.padEnd(6)} ${`${agree[line]}/${total[line]} ${pct(agree[line], total[line])}`.padStart(14)} ${String(wrong[line]).padStart(12)} ${String(missed).padStart(13)} ${median.padStart(10)}`,
-    );
-  }
+  for (const row of lineTable(agree, wrong, total, thickness)) console.log(row);
   console.log("thickness: the median of the drawn lines' mask pixels over course length, in % of the palm width");
   if (values.turned) console.log(`turned 90 degrees: ${turn.summary()}`);
   console.log("not detected, by reason:");

@@ -228,9 +228,9 @@ pick_confidence() {
       echo "pick_confidence: min_confidence $mc: $backs of the validation backs without a line, under $MIN_BACKS"
       continue
     fi
-    # "agreeing wrong" summed over the three lines ($2 "N/M", $4 drawn wrong in eval:boxes' table)
+    # "agreeing wrong" of the three lines together (eval:boxes' row "lines": $2 "N/M", $4 drawn wrong)
     aw=$(npm run -s eval:boxes -- --part heldout --model "$dir/mc-$mc.onnx" | tee "$dir/heldout-$mc.txt" |
-      awk '($1=="heart"||$1=="head"||$1=="life") && $2 ~ /^[0-9]+\// {split($2,a,"/"); s+=a[1]; w+=$4} END {print s+0, w+0}')
+      awk '$1=="lines" && $2 ~ /^[0-9]+\// {split($2,a,"/"); s=a[1]; w=$4} END {print s+0, w+0}')
     agree=${aw% *}; wrong=${aw#* }; n=$((agree - wrong))
     echo "pick_confidence: min_confidence $mc: $backs of the validation backs without a line, $agree agreeing lines and $wrong drawn wrong on the held-out training photos"
     [ "$n" -lt "$best" ] || { best=$n; pick=$mc; }

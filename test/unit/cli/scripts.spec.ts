@@ -1,5 +1,6 @@
 import { spawnSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
+import { lineTable } from "../../../scripts/eval-boxes.js";
 
 /** script runs one measuring script as `npm run` does, and answers its exit status and output. */
 function script(file: string, ...args: string[]): { code: number | null; stdout: string; stderr: string } {
@@ -53,5 +54,20 @@ describe("the measuring scripts' flags", () => {
       expect(r.stderr).not.toMatch(/^\s+at /m);
       expect(r.stdout).toBe("");
     }
+  });
+});
+
+describe("eval:boxes' table", () => {
+  it("ends with the three lines together: agreeing of all labelled, drawn wrong, not detected", () => {
+    const rows = lineTable(
+      { heart: 283, head: 277, life: 276 },
+      { heart: 0, head: 6, life: 7 },
+      { heart: 284, head: 284, life: 283 },
+      { heart: [0.034, 0.03, 0.036], head: [0.03], life: [] },
+    );
+    expect(rows.map((r) => r.split(/\s+/)[0])).toEqual(["line", "heart", "head", "life", "lines"]);
+    expect(rows[1].split(/\s+/)).toEqual(["heart", "283/284", "99.6%", "0", "1", "3.4%"]);
+    expect(rows[3].split(/\s+/)).toEqual(["life", "276/283", "97.5%", "7", "0", "-"]);
+    expect(rows[4].split(/\s+/)).toEqual(["lines", "836/851", "98.2%", "13", "2", "-"]);
   });
 });
