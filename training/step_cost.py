@@ -10,6 +10,7 @@ Results: docs/decisions/finer-view-cost.md, docs/decisions/bf16-training.md.
     /usr/bin/python3 -m training.step_cost --configs 256:hand,256:hand:cl,256:1,256:1:cl
 """
 import argparse
+import math
 import time
 
 import torch
@@ -18,9 +19,9 @@ from training.model import HandUNet, PalmUNet, arch_at, bf16_layout, count_param
 
 
 def is_width(w):
-    """A --configs WIDTH: `hand` (HandUNet) or PalmUNet's channel factor."""
+    """A --configs WIDTH: `hand` (HandUNet) or PalmUNet's channel factor, a finite number above 0."""
     try:
-        return w == "hand" or float(w) > 0
+        return w == "hand" or 0 < float(w) < math.inf
     except ValueError:
         return False
 

@@ -9,7 +9,7 @@ import { PYTHON, pythonImports, repoRoot } from "../../helpers/python.js";
 const hasTorch = pythonImports("step_cost", ["torch"]);
 
 describe.skipIf(!hasTorch)("training/step_cost.py --configs", () => {
-  it.each(["256:1:bf61", "256:1:bf16:x", "256", "256:hand,384:0.5:cl:bf16", "big:1", "256:wide"])(
+  it.each(["256:1:bf61", "256:1:bf16:x", "256", "256:hand,384:0.5:cl:bf16", "big:1", "256:wide", "256:inf", "256:nan"])(
     "refuses %s and times nothing",
     (configs) => {
       const run = spawnSync(PYTHON, ["-m", "training.step_cost", "--configs", configs, "--rounds", "0"], {
