@@ -138,6 +138,9 @@ export async function degraded(bytes: Buffer, kind: Degrade, boxes: Box[] = []):
 
 type PerLine = Record<LineName, number>;
 
+/** The widths of lineTable's columns after the line's name: agrees, drawn wrong, not detected, thickness. */
+const TABLE_WIDTHS = [14, 12, 13, 10];
+
 /** pct is a as a share of b, in percent with one decimal. */
 const pct = (a: number, b: number) => `${((100 * a) / Math.max(1, b)).toFixed(1)}%`;
 
@@ -147,17 +150,16 @@ const pct = (a: number, b: number) => `${((100 * a) / Math.max(1, b)).toFixed(1)
  * Pinned by test/unit/cli/scripts.spec.ts ("eval:boxes' table").
  */
 export function lineTable(agree: PerLine, wrong: PerLine, total: PerLine, thickness: Record<LineName, number[]>): string[] {
-  const row = (name: string, a: number, w: number, n: number, median: string) =>
-    `${name.padEnd(6)} ${`${a}/${n} ${pct(a, n)}`.padStart(14)} ${String(w).padStart(12)} ${String(n - a - w).padStart(13)} ${median.padStart(10)}`;
+  const row = (name: string, ...cells: string[]) => [name.padEnd(6), ...cells.map((c, i) => c.padStart(TABLE_WIDTHS[i]))].join(" ");
+  const counts = (name: string, a: number, w: number, n: number, median: string) =>
+    row(name, `${a}/${n} ${pct(a, n)}`, String(w), String(n - a - w), median);
   const sum = (v: PerLine) => LINE_NAMES.reduce((s, line) => s + v[line], 0);
-  const rows = [
-    `${"line".padEnd(6)} ${"agrees".padStart(14)} ${"drawn wrong".padStart(12)} ${"not detected".padStart(13)} ${"thickness".padStart(10)}`,
-  ];
+  const rows = [row("line", "agrees", "drawn wrong", "not detected", "thickness")];
   for (const line of LINE_NAMES) {
     const t = [...thickness[line]].sort((a, b) => a - b);
-    rows.push(row(line, agree[line], wrong[line], total[line], t.length ? `${(100 * t[Math.floor(t.length / 2)]).toFixed(1)}%` : "-"));
+    rows.push(counts(line, agree[line], wrong[line], total[line], t.length ? `${(100 * t[Math.floor(t.length / 2)]).toFixed(1)}%` : "-"));
   }
-  rows.push(row("lines", sum(agree), sum(wrong), sum(total), "-"));
+  rows.push(counts("lines", sum(agree), sum(wrong), sum(total), "-"));
   return rows;
 }
 
@@ -200,9 +202,9 @@ async function main(): Promise<number> {
   let fingersOut = 0;
   let backs = 0;
   let ms = 0;
-  const agree = { heart: 0, head: 0, life: 0 } as Record<LineName, number>;
-  const total = { heart: 0, head: 0, life: 0 } as Record<LineName, number>;
-  const wrong = { heart: 0, head: 0, life: 0 } as Record<LineName, number>;
+  const agree: PerLine = { heart: 0, head: 0, life: 0 };
+  const total: PerLine = { heart: 0, head: 0, life: 0 };
+  const wrong: PerLine = { heart: 0, head: 0, life: 0 };
   const why = new Map<string, number>();
   // A blob that fills its box agrees with it: the median thickness (mask pixels over the course's
   // length, in palm widths) shows one (models/palm-lines/MODEL_CARD.md, "A first try that failed").
