@@ -187,6 +187,10 @@ BF16=${S0_BF16:+--bf16}
 # 3.3.0 was trained); the steps it reached, in its log's last line, replay its schedule by steps.
 S0B_WFRAC=${S0B_WFRAC:-1.0}
 S0B_BUDGET=${S0B_TIME:+--time-budget $S0B_TIME}
+# S0C_TIME: stage c on a wall-time budget, as S0B_TIME stage b. S0C_THIN=1: stage c's pseudo-labels cut to their ridge
+# (train_real --pseudo-thin): stage b's lines are drawn thicker than 3.3.0's, and a student copies its teacher's width.
+S0C_BUDGET=${S0C_TIME:+--time-budget $S0C_TIME}
+THIN=${S0C_THIN:+--pseudo-thin}
 DEVICE=${DEVICE:-cpu}
 # A stage stopped before its end (a session ended, a machine was taken back) goes on from its own last
 # checkpoint (last.pt, written every few minutes) when run.sh is run again; a stage with final.pt is done.
@@ -206,7 +210,7 @@ scratch_train() {
   [ "$S0C_STEPS" -gt 0 ] || return 0
   [ -f "$R/c/final.pt" ] || $PY -m training.train_real --synth "$S" --real "$D/boxes_train" \
     --init "$R/b/final.pt" --out "$R/c" --steps "$S0C_STEPS" --w-frac 1.0 --geo --w-pseudo 5.0 --w-cons 2.0 --seed $((S0_SEED + 2)) \
-    --threads 2 --device "$DEVICE" $BF16 $CKPT $(resume "$R/c")
+    --threads 2 --device "$DEVICE" $BF16 $S0C_BUDGET $THIN $CKPT $(resume "$R/c")
 }
 # pick_confidence CKPT CALIB [VALDATA]: the synthetic sets' min_confidence misses real lines (a model trained on real
 # photos is less sure of them than of synthetic ones), so it is chosen again on the box set's held-out

@@ -18,6 +18,8 @@ line with a box (training/real_boxes.py):
   - pseudo-label (--w-pseudo, 3.2): where the starting model's line agrees with its box (the
     eval:boxes rule, on the clean view), the student is pulled to the teacher's line on a jittered
     view: a dense, thin target that the box terms lack (self-training with a noised student).
+    --pseudo-thin (the sixteenth from-nothing run): the teacher's line cut to its ridge, as wide as a
+    synthetic mask's, so a teacher whose lines are drawn thick does not teach them thick.
 Real views are jittered (--geo, 3.2): a small rotation, scale and shift of view and labels together,
 as a landmark error moves the canonical frame, and light (per-channel gain, gamma, blur, noise).
 Consistency (--w-cons, with --geo): --cons-pairs of each step's real views are seen a second time
@@ -58,6 +60,10 @@ LINE_MASS = 300.0
 # A teacher line is a pseudo-label where its pixels over PSEUDO_P agree with its box as eval:boxes
 # scores agreement (real_boxes.agrees).
 PSEUDO_P = 0.5
+# --pseudo-thin sets to 0 a teacher line's pixels over THIN_P that lie further than THIN_R px (at 256; thin_radius
+# scales it) from the skeleton of those pixels: its flanks, so the line is 2 * THIN_R + 1 = 3 px wide, as LINE_MASS's.
+# Pixels under THIN_P (a faint end that `grow` follows) keep the teacher's probability.
+THIN_P, THIN_R = 0.15, 1
 # --w-cons compares the two views' lines in cells of this many pixels (at 256 px; cons_cell scales it).
 CONS_CELL = 4
 
@@ -70,6 +76,22 @@ def line_mass(side):
 def cons_cell(side):
     """CONS_CELL for a view `side` px across (exactly CONS_CELL at 256)."""
     return max(1, round(CONS_CELL * side / 256))
+
+
+def thin_radius(side):
+    """THIN_R for a view `side` px across (exactly THIN_R at 256)."""
+    return max(1, round(THIN_R * side / 256))
+
+
+def thin_pseudo(t):
+    """--pseudo-thin: a teacher line (S,S uint8 probability) with its flanks set to 0: the pixels over THIN_P
+    further than thin_radius from their skeleton. The ridge and the faint pixels keep their probabilities
+    (test/unit/training/pseudo-thin.spec.ts)."""
+    from skimage.morphology import skeletonize
+    r = thin_radius(t.shape[-1])
+    over = t >= round(THIN_P * 255)
+    near = cv2.dilate(skeletonize(over).astype(np.uint8), np.ones((2 * r + 1, 2 * r + 1), np.uint8))
+    return np.where(over & (near == 0), 0, t).astype(t.dtype)
 
 
 def held_out(file):
@@ -250,6 +272,8 @@ def main():
     ap.add_argument("--w-frac", type=float, default=0.0, help="weight of the outside-mass term (0 in 3.0.0)")
     ap.add_argument("--geo", action="store_true", help="geometric and stronger light jitter of real views (3.2)")
     ap.add_argument("--w-pseudo", type=float, default=0.0, help="weight of the box-agreeing pseudo-labels (3.2)")
+    ap.add_argument("--pseudo-thin", action="store_true",
+                    help="with --w-pseudo, the teacher's lines cut to their ridge, a synthetic mask's width")
     ap.add_argument("--w-cons", type=float, default=0.0,
                     help="weight of the two-jitter consistency term (needs --geo; 3.3): --cons-pairs real views "
                          "are seen twice per step")
@@ -269,6 +293,8 @@ def main():
         ap.error("--w-cons needs --geo (it compares two jitters of one view)")
     if a.closeup > 0 and not a.geo:
         ap.error("--closeup needs --geo (a close-up's frame is a jitter)")
+    if a.pseudo_thin and a.w_pseudo == 0:
+        ap.error("--pseudo-thin needs --w-pseudo (it thins the pseudo-labels)")
     if a.adapt_bn > 0 and not a.geo:
         ap.error("--adapt-bn needs --geo (its real views are jittered as training's are)")
 
@@ -326,6 +352,10 @@ def main():
         n_lab = int((r_lab[train_idx, :, 0, 0, 0] >= 0).sum())
         print(f"pseudo-labels: {int(keep[train_idx].sum())} of {n_lab} labelled training lines agree with their boxes "
               f"(heart/head/life {[int(v) for v in keep[train_idx].sum(0)]})", flush=True)
+        if a.pseudo_thin:   # after `keep`: which lines agree is read on the teacher's lines as drawn
+            before = int((t_lines >= 128).sum())
+            t_lines = np.stack([[thin_pseudo(t) for t in ts] for ts in t_lines])
+            print(f"pseudo-labels thinned: pixels over 0.5 {before} -> {int((t_lines >= 128).sum())}", flush=True)
 
     if a.adapt_bn > 0 and not a.resume:
         def mix(i):   # its own random stream: the training steps draw what they drew without it

@@ -9,7 +9,13 @@ export const PYTHON = "/usr/bin/python3";
 /** The repository's root: the working directory training/ is run from. */
 export const repoRoot = new URL("../../", import.meta.url).pathname;
 
-const DEBIAN: Record<string, string> = { torch: "python3-torch", onnx: "python3-onnx", numpy: "python3-numpy", cv2: "python3-opencv" };
+const DEBIAN: Record<string, string> = {
+  torch: "python3-torch",
+  onnx: "python3-onnx",
+  numpy: "python3-numpy",
+  cv2: "python3-opencv",
+  skimage: "python3-skimage",
+};
 
 /** Whether PYTHON imports every one of `modules`; where it does not, warns that `what` is skipped and how to fix it. */
 export function pythonImports(what: string, modules: string[]): boolean {
