@@ -4,13 +4,14 @@
  * by SIGKILL, and a REST client that leaves while its key is checked.
  */
 import net from "node:net";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { quotaPeriodOf } from "../../src/auth/quota-period.js";
 import { createRedisStore, type RedisStore } from "../../src/auth/redis-store.js";
 import { createTestConfig } from "../helpers/config.js";
 import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
 import { createPalmServer } from "../../src/server/server.js";
 import { createTestAnalyzer } from "../helpers/analyzer.js";
+import { cleanupAfterEach } from "../helpers/cleanups.js";
 import { makeHandPhoto, makeImage } from "../helpers/images.js";
 import { registerKey } from "../helpers/keys.js";
 import { capturingLogger } from "../helpers/logs.js";
@@ -34,14 +35,11 @@ afterAll(async () => {
   await redis?.stop();
 });
 
-const cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const defer = cleanupAfterEach();
 
 async function openStore(prefix = uniquePrefix()): Promise<RedisStore> {
   const store = createRedisStore({ url: redis.url, keyPrefix: prefix });
-  cleanups.push(() => store.close());
+  defer(() => store.close());
   await store.ready(5000);
   return store;
 }
@@ -50,7 +48,7 @@ describe("admission before reservation", () => {
   it("answers a burst beyond the engine's capacity with 200s and 503 overloaded, never a 429 before the limit", async () => {
     const store = await openStore();
     const srv = await startServer({ analyzer, store, config: { planLimits: PLANS } });
-    cleanups.push(() => srv.close());
+    defer(() => srv.close());
     const key = await registerKey(store, "acme", "three");
     // Reserving before admission, the 8 concurrent requests took the 3 units first: 5 x 429
     // although only one request was ever analysed.
@@ -68,10 +66,10 @@ describe("admission before reservation", () => {
 
   it("gives every 200 its own requests_used when a request before it was cancelled", async () => {
     const queued = await createTestAnalyzer({ workers: 1, maxQueue: 2 });
-    cleanups.push(() => queued.close());
+    defer(() => queued.close());
     const store = await openStore();
     const srv = await startServer({ analyzer: queued, store, config: { planLimits: PLANS } });
-    cleanups.push(() => srv.close());
+    defer(() => srv.close());
     const key = await registerKey(store, "acme", "free");
     const big = { image: (await makeHandPhoto()).toString("base64") };
     const call = (b: unknown, signal?: AbortSignal) =>
@@ -114,7 +112,7 @@ describe("leases", () => {
       PALM_MAX_QUEUE: "4",
       PALM_PLAN_LIMITS: JSON.stringify(PLANS),
     });
-    cleanups.push(() => server.kill("SIGKILL"));
+    defer(() => server.kill("SIGKILL"));
     // 12 MP photos: each analysis takes a few hundred ms, so three stay in flight for a while.
     const big = { image: (await makeHandPhoto()).toString("base64") };
     const calls = Array.from({ length: 3 }, () => postAnalyze(server.url, big, { "x-api-key": key }).catch(() => undefined));
@@ -131,7 +129,7 @@ describe("leases", () => {
   it("keeps the unit of a request that runs longer than the lease, renewing it", async () => {
     const store = await openStore();
     const srv = await startServer({ analyzer, store, config: { planLimits: PLANS, quotaLeaseMs: 150 } });
-    cleanups.push(() => srv.close());
+    defer(() => srv.close());
     const key = await registerKey(store, "acme", "three");
     // A 12 MP photo takes longer than 300 ms (twice the lease) to analyse on the machines measured.
     const big = { image: (await makeHandPhoto()).toString("base64") };
@@ -156,7 +154,7 @@ describe("a REST client that leaves", () => {
       logger: capturingLogger(lines),
     });
     const port = await server.listen();
-    cleanups.push(() => server.shutdown(1000));
+    defer(() => server.shutdown(1000));
 
     // A slow Redis moment: the key check waits while the client sends half its body and leaves.
     redis.pause();

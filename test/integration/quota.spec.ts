@@ -3,7 +3,7 @@
  * Redis Cluster, key revocation, Redis going away and coming back; plus the engine's overload
  * and a fault.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hashApiKey } from "../../src/auth/api-key.js";
 import { quotaPeriodOf, secondsUntilReset } from "../../src/auth/quota-period.js";
 import { createRedisStore, type RedisStore } from "../../src/auth/redis-store.js";
@@ -11,6 +11,7 @@ import { parseRedisClusterNodes } from "../../src/config.js";
 import { ERRORS } from "../../src/errors.js";
 import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
 import { createFailingAnalyzer, createTestAnalyzer } from "../helpers/analyzer.js";
+import { cleanupAfterEach } from "../helpers/cleanups.js";
 import { makeImage } from "../helpers/images.js";
 import { registerKey } from "../helpers/keys.js";
 import { startRedis, uniquePrefix, type RedisProcess } from "../helpers/redis.js";
@@ -32,10 +33,7 @@ afterAll(async () => {
   await redis?.stop();
 });
 
-const cleanups: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const defer = cleanupAfterEach();
 
 /** Connect opens the store of one replica; the single Redis unless a test says otherwise. */
 type Connect = (prefix: string) => RedisStore;
@@ -43,10 +41,10 @@ const singleRedis: Connect = (prefix) => createRedisStore({ url: redis.url, keyP
 
 async function setup(prefix = uniquePrefix(), config = {}, connect = singleRedis): Promise<{ store: RedisStore; srv: TestServer }> {
   const store = connect(prefix);
-  cleanups.push(() => store.close());
+  defer(() => store.close());
   await store.ready(5000);
   const srv = await startServer({ analyzer, store, config: { planLimits: PLANS, ...config } });
-  cleanups.push(() => srv.close());
+  defer(() => srv.close());
   return { store, srv };
 }
 
@@ -220,12 +218,12 @@ describe("createRedisStore() under a hung Redis", () => {
 describe("engine faults through the service", () => {
   it("answers 503 overloaded with Retry-After when the replica's queue is full, charging only the 200s", async () => {
     const small = await createTestAnalyzer({ workers: 1, maxQueue: 0 });
-    cleanups.push(() => small?.close());
+    defer(() => small?.close());
     const store = createRedisStore({ url: redis.url, keyPrefix: uniquePrefix() });
-    cleanups.push(() => store.close());
+    defer(() => store.close());
     await store.ready(5000);
     const srv = await startServer({ analyzer: small, store, config: { planLimits: PLANS } });
-    cleanups.push(() => srv.close());
+    defer(() => srv.close());
     const key = await registerKey(store, "acme", "free");
     const results = await Promise.all(Array.from({ length: 4 }, () => postAnalyze(srv.url, body, { "x-api-key": key })));
     const ok = results.filter((r) => r.res.status === 200);
@@ -243,10 +241,10 @@ describe("engine faults through the service", () => {
   it("answers 500 internal_error with a generic message and no internals, refunding the quota", async () => {
     const failing = createFailingAnalyzer(analyzer.model, new Error("onnx session exploded at /srv/secret/path.onnx"));
     const store = createRedisStore({ url: redis.url, keyPrefix: uniquePrefix() });
-    cleanups.push(() => store.close());
+    defer(() => store.close());
     await store.ready(5000);
     const srv = await startServer({ analyzer: failing, store, config: { planLimits: PLANS } });
-    cleanups.push(() => srv.close());
+    defer(() => srv.close());
     const key = await registerKey(store, "acme", "free");
     const { res, json } = await postAnalyze(srv.url, body, { "x-api-key": key });
     expectErrorBody(res, json, 500, "internal_error");

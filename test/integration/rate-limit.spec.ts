@@ -7,7 +7,7 @@
 import http from "node:http";
 import http2 from "node:http2";
 import * as grpc from "@grpc/grpc-js";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ErrorInfoSchema, QuotaFailureSchema, RetryInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { PalmService } from "../../gen/palm/v1/palm_pb.js";
 import { quotaPeriodOf } from "../../src/auth/quota-period.js";
@@ -16,6 +16,7 @@ import { createRedisStore, type RedisStore } from "../../src/auth/redis-store.js
 import { parseRedisClusterNodes, type PlanRateLimits } from "../../src/config.js";
 import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
 import { createTestAnalyzer } from "../helpers/analyzer.js";
+import { cleanupAfterEach } from "../helpers/cleanups.js";
 import { callUnary, createGrpcJsClient } from "../helpers/grpc.js";
 import { openH2Session } from "../helpers/h2.js";
 import { makeImage } from "../helpers/images.js";
@@ -38,10 +39,7 @@ afterAll(async () => {
   await redis?.stop();
 });
 
-const cleanups: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const defer = cleanupAfterEach();
 
 /** A burst of 2 and then one request per 100 s: nothing is earned back while a test runs. */
 const TWO_AT_ONCE: PlanRateLimits = { "*": { rate: 0.01, burst: 2, concurrency: 10 } };
@@ -54,10 +52,10 @@ async function setup(
   prefix = uniquePrefix(),
 ): Promise<{ store: RedisStore; srv: TestServer; prefix: string }> {
   const store = open(prefix);
-  cleanups.push(() => store.close());
+  defer(() => store.close());
   await store.ready(5000);
   const srv = await startServer({ analyzer, store, config: { rateLimits } });
-  cleanups.push(() => srv.close());
+  defer(() => srv.close());
   return { store, srv, prefix };
 }
 
@@ -188,7 +186,7 @@ describe("per-client rate", () => {
     expect(again.res.headers.get("ratelimit-policy")).toBe('"burst";q=2;w=200');
     expect(again.res.headers.get("ratelimit")).toMatch(/^"burst";r=0;t=\d+$/);
     const session = await openH2Session(srv.url);
-    cleanups.push(async () => void session.close());
+    defer(async () => void session.close());
     const h2 = await new Promise<{ status: number; retryAfter: string }>((resolve, reject) => {
       const stream = session.request({
         ":method": "POST",
@@ -210,7 +208,7 @@ describe("per-client rate", () => {
     const { store, srv } = await setup(TWO_AT_ONCE);
     const key = await registerKey(store, "acme", "free");
     const client = createGrpcJsClient(srv.port);
-    cleanups.push(async () => client.close());
+    defer(async () => client.close());
     for (let i = 0; i < 2; i++)
       expect((await callUnary(client, PalmService.method.analyze, { image: jpeg }, { "x-api-key": key })).error).toBeUndefined();
     // The first refusal is the store's; the second this replica's own (refusedLocally): the same answer.
@@ -232,7 +230,7 @@ describe("per-client rate", () => {
 
   it("holds the rate across two replicas on one Redis Cluster", async () => {
     const cluster: RedisClusterProcess = await startRedisCluster();
-    cleanups.push(() => cluster.stop());
+    defer(() => cluster.stop());
     const nodes = parseRedisClusterNodes(cluster.nodes, []);
     const open = (prefix: string) => createRedisStore({ clusterNodes: nodes, keyPrefix: prefix });
     const limits = { "*": { rate: 0.01, burst: 5, concurrency: 100 } };
@@ -265,7 +263,7 @@ describe("per-client requests in flight", () => {
     const { store, srv, prefix } = await setup(ONE_IN_FLIGHT);
     const key = await registerKey(store, "acme", "free");
     const session = await openH2Session(srv.url);
-    cleanups.push(async () => void session.close());
+    defer(async () => void session.close());
     for (let i = 0; i < 20; i++) {
       const held = i % 2 ? holdOpen(srv.port, key) : holdOpenH2(session, key);
       if (i % 4 < 2) {
@@ -305,9 +303,9 @@ describe("a client that resets while the gate decides", () => {
     });
     const key = await registerKey(memory, "acme", "pro");
     const srv = await startServer({ analyzer, store, config: { rateLimits: { "*": { rate: 1000, burst: 1000, concurrency: 100 } } } });
-    cleanups.push(() => srv.close());
+    defer(() => srv.close());
     const session = await openH2Session(srv.url);
-    cleanups.push(async () => void session.close());
+    defer(async () => void session.close());
     const headers = { "content-type": "application/json", "x-api-key": key };
     const message = JSON.stringify(body);
     let charged = 0;

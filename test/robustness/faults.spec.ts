@@ -7,12 +7,13 @@
  */
 import { readFile } from "node:fs/promises";
 import net from "node:net";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { generateApiKey } from "../../src/auth/api-key.js";
 import { quotaPeriodOf } from "../../src/auth/quota-period.js";
 import { createRedisStore } from "../../src/auth/redis-store.js";
 import type { EngineAnalyzer } from "../../src/inference/analyzer.js";
 import { createTestAnalyzer } from "../helpers/analyzer.js";
+import { cleanupAfterEach } from "../helpers/cleanups.js";
 import { makeImage } from "../helpers/images.js";
 import { registerKey } from "../helpers/keys.js";
 import { startRedis, uniquePrefix } from "../helpers/redis.js";
@@ -31,10 +32,7 @@ afterAll(async () => {
   await analyzer?.close();
 });
 
-const cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const defer = cleanupAfterEach();
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -51,17 +49,17 @@ describe("Redis killed under load, then restarted", () => {
   it("never crashes, answers 503 store_unavailable while down, recovers, and charges exactly the 200s", async () => {
     // Durable: a restart must find every counter as it was, to compare it with the 200s.
     const redis = await startRedis({ durable: true });
-    cleanups.push(async () => {
+    defer(async () => {
       await redis.stop();
       redis.remove();
     });
     const store = createRedisStore({ url: redis.url, keyPrefix: uniquePrefix(), commandTimeoutMs: 300 });
-    cleanups.push(() => store.close());
+    defer(() => store.close());
     await store.ready(5000);
     // A short lease: units whose release failed while Redis was down are given back by Redis
     // once it has passed (the default is 30 s).
     const srv = await startServer({ analyzer, store, config: { quotaLeaseMs: 1000 } });
-    cleanups.push(() => srv.close());
+    defer(() => srv.close());
     const key = await registerKey(store, "acme", "pro");
 
     let phase: "before" | "down" | "after" = "before";
@@ -125,7 +123,7 @@ describe("SIGTERM under load", () => {
       PALM_SHUTDOWN_GRACE_MS: "20000",
       LOG_LEVEL: "warn",
     });
-    cleanups.push(() => server.kill("SIGKILL"));
+    defer(() => server.kill("SIGKILL"));
     const { port, url } = server;
 
     // 8 analyses at once on 2 workers: 2 running, 6 queued when the signal comes. The README's
@@ -152,9 +150,9 @@ describe("SIGTERM under load", () => {
 describe("slow clients trickling their bodies", () => {
   it("are cut off at the body deadline without holding a worker, while health and other clients are served", async () => {
     const one = await createTestAnalyzer({ workers: 1, maxQueue: 0 }); // any held worker would show as 503 overloaded
-    cleanups.push(() => one?.close());
+    defer(() => one?.close());
     const srv = await startKeyedServer({ analyzer: one, client: "acme", plan: "pro", config: { bodyTimeoutMs: 1500 } });
-    cleanups.push(() => srv.close());
+    defer(() => srv.close());
     const { store, key } = srv;
 
     // 8 clients send headers and a JSON prefix, then one byte every 100 ms, forever.
@@ -200,7 +198,7 @@ describe("slow clients trickling their bodies", () => {
 
   it("get SPEC.md's 504 timeout as JSON when their request headers never finish", async () => {
     const srv = await startKeyedServer({ analyzer, client: "acme", plan: "pro", config: { headersTimeoutMs: 500 } });
-    cleanups.push(() => srv.close());
+    defer(() => srv.close());
     const { store, key } = srv;
     const socket = net.connect(srv.port, "127.0.0.1");
     const chunks: Buffer[] = [];
