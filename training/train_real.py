@@ -18,7 +18,7 @@ line with a box (training/real_boxes.py):
   - pseudo-label (--w-pseudo, 3.2): where the starting model's line agrees with its box (the
     eval:boxes rule, on the clean view), the student is pulled to the teacher's line on a jittered
     view: a dense, thin target that the box terms lack (self-training with a noised student).
-    --pseudo-thin (the sixteenth from-nothing run): the teacher's line cut to its ridge, as wide as a
+    --pseudo-thin (tried in the sixteenth from-nothing run, not released): the teacher's line cut to its ridge, as wide as a
     synthetic mask's, so a teacher whose lines are drawn thick does not teach them thick.
 Real views are jittered (--geo, 3.2): a small rotation, scale and shift of view and labels together,
 as a landmark error moves the canonical frame, and light (per-channel gain, gamma, blur, noise).
@@ -60,11 +60,11 @@ LINE_MASS = 300.0
 # A teacher line is a pseudo-label where its pixels over PSEUDO_P agree with its box as eval:boxes
 # scores agreement (real_boxes.agrees).
 PSEUDO_P = 0.5
-# --pseudo-thin sets to 0 a teacher line's pixels over THIN_P that lie further than THIN_R px (at 256; thin_radius
+# --pseudo-thin sets to 0 a teacher line's pixels over THIN_P that lie further than THIN_R px (at 256; px_at
 # scales it) from the skeleton of those pixels: its flanks, so the line is 2 * THIN_R + 1 = 3 px wide, as LINE_MASS's.
 # Pixels under THIN_P (a faint end that `grow` follows) keep the teacher's probability.
 THIN_P, THIN_R = 0.15, 1
-# --w-cons compares the two views' lines in cells of this many pixels (at 256 px; cons_cell scales it).
+# --w-cons compares the two views' lines in cells of this many pixels (at 256 px; px_at scales it).
 CONS_CELL = 4
 
 
@@ -73,22 +73,17 @@ def line_mass(side):
     return LINE_MASS * (side / 256) ** 2
 
 
-def cons_cell(side):
-    """CONS_CELL for a view `side` px across (exactly CONS_CELL at 256)."""
-    return max(1, round(CONS_CELL * side / 256))
-
-
-def thin_radius(side):
-    """THIN_R for a view `side` px across (exactly THIN_R at 256)."""
-    return max(1, round(THIN_R * side / 256))
+def px_at(px, side):
+    """A length of `px` pixels in the 256 px view, for a view `side` px across (exactly `px` at 256, at least 1)."""
+    return max(1, round(px * side / 256))
 
 
 def thin_pseudo(t):
     """--pseudo-thin: a teacher line (S,S uint8 probability) with its flanks set to 0: the pixels over THIN_P
-    further than thin_radius from their skeleton. The ridge and the faint pixels keep their probabilities
+    further than THIN_R from their skeleton. The ridge and the faint pixels keep their probabilities
     (test/unit/training/pseudo-thin.spec.ts)."""
     from skimage.morphology import skeletonize
-    r = thin_radius(t.shape[-1])
+    r = px_at(THIN_R, t.shape[-1])
     over = t >= round(THIN_P * 255)
     near = cv2.dilate(skeletonize(over).astype(np.uint8), np.ones((2 * r + 1, 2 * r + 1), np.uint8))
     return np.where(over & (near == 0), 0, t).astype(t.dtype)
@@ -248,7 +243,7 @@ def consistency_loss(logits_a, logits_b, thetas):
     pb_a = F.grid_sample(pb, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
     seen = F.grid_sample(torch.ones_like(pb[:, :1]), grid, mode="nearest", padding_mode="zeros", align_corners=False)
     side = pa.shape[-1]
-    cell = cons_cell(side)
+    cell = px_at(CONS_CELL, side)
     d = F.avg_pool2d((pa - pb_a) * seen, cell)
     return (d ** 2).sum((2, 3)).sum(1).mean() * cell ** 2 / line_mass(side)
 
