@@ -75,8 +75,8 @@ class Selection(NamedTuple):
 def select_line(prob, thr, det, palm_dist=None):
     """The engine's selectLine: components above the threshold, specks dropped; a component must
     have at least `plausible_share` of its probability mass within `near_palm` of S of the palm
-    (when a palm distance map is given); the one with the most such mass is kept with sizeable
-    pieces broken off it that continue it past one of its ends (the table's piece_* rules)."""
+    (when a palm distance map is given); the one with the most such mass is kept with sizeable,
+    plausible pieces broken off it that continue it past one of its ends (the table's piece_* rules)."""
     S = prob.shape[0]
     n, lab, stats, _ = cv2.connectedComponentsWithStats((prob > thr).astype(np.uint8), connectivity=8)
     none = np.zeros(prob.shape, np.uint8)
@@ -103,7 +103,7 @@ def select_line(prob, thr, det, palm_dist=None):
         dist = chamfer_distance(lab == best, gap)
         near = np.zeros(n, bool)
         near[np.unique(lab[(dist <= gap) & (lab > 0)])] = True
-        extra = near & sizeable & (plaus >= RULES["piece_mass"] * plaus[best])
+        extra = near & ok & (plaus >= RULES["piece_mass"] * plaus[best])  # a piece is plausible itself
         extra[best] = False
         if extra.any():
             tips = line_tips(lab == best)

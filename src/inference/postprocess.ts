@@ -182,9 +182,10 @@ function distanceTo(seed: Uint8Array, size: number): Float32Array {
  * must lie mostly (at least half its probability mass) on or next to the palm (within 3% of S
  * of the palm mask: the model's lines are trained inside the palm, so a crease on a finger or
  * the wrist is not one), and is scored by that mass;
- * the best one is kept together with sizeable pieces of the same crease broken off it (mass at
- * least 25% of the best, within 6% of S, reaching at least 3% of S past one of its ends: a
- * crease running alongside it within its length is another crease, not a piece of the line).
+ * the best one is kept together with sizeable pieces of the same crease broken off it (each
+ * plausible itself, mass at least 20% of the best, within 9% of S, reaching at least 3% of S past
+ * one of its ends: a crease running alongside it within its length is another crease, not a piece
+ * of the line; docs/decisions/broken-line-pieces.md).
  * Detected = kept pixels >= minPixels and mean probability >= minConfidence. The shares are
  * {@link LINE_RULES}.
  */
@@ -231,7 +232,10 @@ export function selectLine(prob: Float32Array, size: number, options: SelectLine
     }
     let tips: LineTip[] | undefined; // only when some piece is a candidate
     for (let k = 1; k <= comps.count; k++) {
-      if (k === best || !near[k] || comps.sizes[k] < speck || plausible[k] < LINE_RULES.pieceMass * plausible[best]) continue;
+      // A piece is plausible itself: a wrist crease beside the line is not one of its pieces (postprocess.spec
+      // "drops a crease lying mostly off the palm").
+      if (k === best || !near[k] || comps.sizes[k] < speck || plausible[k] < LINE_RULES.plausibleShare * mass[k]) continue;
+      if (plausible[k] < LINE_RULES.pieceMass * plausible[best]) continue;
       tips ??= lineTips(comps.labels, best, size);
       if (continuesLine(comps.labels, k, size, tips, LINE_RULES.pieceReach * size)) keep[k] = 1;
     }
