@@ -238,7 +238,7 @@ describe.skipIf(!hasNumpy)("line rules: postprocess.ts and training/line_rules.p
     expect(ours[7].lines.heart.why, `${SPECK - 1} pixels: a speck`).toBe("not_visible");
     expect(ours[7].lines.head.why, `${SPECK} pixels: too few`).toBe("low_confidence");
     // piece_gap (0.09 of S, 23 px between the parts above the threshold; the strokes' tails make it 27 px between
-    // their centre lines): a broken line keeps both pieces up to that gap (0.06 kept them to 18 px).
+    // their centre lines): a broken line keeps both pieces up to that gap, not past it.
     const afterEnd = (g: number) => {
       const i = cases.findIndex((c) => c.name === `a piece ${g} px after the end`);
       const kept = ours[i].lines.head.kept;
