@@ -208,12 +208,16 @@ export function selectLine(prob: Float32Array, size: number, options: SelectLine
     if (!nearPalm || nearPalm[i] <= nearLimit) plausible[k] += prob[i];
   }
   const speck = Math.max(LINE_RULES.speckMinPixels, options.minPixels * LINE_RULES.speckShare);
+  // ok: sizeable and plausible, what the best component and every piece of it must be (a wrist crease beside the
+  // line is not one of its pieces: postprocess.spec "drops a crease lying mostly off the palm").
+  const ok = new Uint8Array(comps.count + 1);
   let best = 0;
   let sizeable = false;
   for (let k = 1; k <= comps.count; k++) {
     if (comps.sizes[k] < speck) continue;
     sizeable = true;
     if (plausible[k] <= 0 || plausible[k] < LINE_RULES.plausibleShare * mass[k]) continue;
+    ok[k] = 1;
     if (best === 0 || plausible[k] > plausible[best]) best = k;
   }
   if (best === 0) return none(sizeable ? "implausible" : "not_visible");
@@ -232,10 +236,7 @@ export function selectLine(prob: Float32Array, size: number, options: SelectLine
     }
     let tips: LineTip[] | undefined; // only when some piece is a candidate
     for (let k = 1; k <= comps.count; k++) {
-      // A piece is plausible itself: a wrist crease beside the line is not one of its pieces (postprocess.spec
-      // "drops a crease lying mostly off the palm").
-      if (k === best || !near[k] || comps.sizes[k] < speck || plausible[k] < LINE_RULES.plausibleShare * mass[k]) continue;
-      if (plausible[k] < LINE_RULES.pieceMass * plausible[best]) continue;
+      if (k === best || !near[k] || !ok[k] || plausible[k] < LINE_RULES.pieceMass * plausible[best]) continue;
       tips ??= lineTips(comps.labels, best, size);
       if (continuesLine(comps.labels, k, size, tips, LINE_RULES.pieceReach * size)) keep[k] = 1;
     }

@@ -69,6 +69,9 @@ function stroke(ch: Float32Array, pts: Pt[], peak: number, sigma = 1.6): void {
     }
 }
 
+/** The gaps (px between the strokes' centre lines) of the family "a piece N px after the end", across piece_gap. */
+const PIECE_GAPS = [13, 18, 21, 24, 27, 28, 30, 34];
+
 /** The designed maps: each rule of selectLine and growLine met and missed. */
 // biome-ignore format: the polylines read best one stroke per line
 function designed(): { name: string; maps: Maps }[] {
@@ -144,7 +147,7 @@ function designed(): { name: string; maps: Maps }[] {
       stroke(m[heart], [[106 + d, 114], [104 + d, 136]], 0.9);
     });
   }
-  for (const g of [13, 18, 21, 24, 27, 28, 30, 34]) {
+  for (const g of PIECE_GAPS) {
     add(`a piece ${g} px after the end`, (m) => {
       stroke(m[head], [[70, 125], [110, 125]], 0.9);
       stroke(m[head], [[110 + g, 125], [150 + g, 127]], 0.9);
@@ -244,7 +247,7 @@ describe.skipIf(!hasNumpy)("line rules: postprocess.ts and training/line_rules.p
       const kept = ours[i].lines.head.kept;
       return kept.some((j) => j % S < 100) && kept.some((j) => j % S > 120 + g);
     };
-    expect([13, 18, 21, 24, 27, 28, 30, 34].map(afterEnd)).toEqual([true, true, true, true, true, false, false, false]);
+    expect(PIECE_GAPS.map(afterEnd)).toEqual([true, true, true, true, true, false, false, false]);
   });
 
   it("gives the same outcome as the training evaluation on every map", () => {
