@@ -187,6 +187,9 @@ BF16=${S0_BF16:+--bf16}
 # 3.3.0 was trained); the steps it reached, in its log's last line, replay its schedule by steps.
 S0B_WFRAC=${S0B_WFRAC:-1.0}
 S0B_BUDGET=${S0B_TIME:+--time-budget $S0B_TIME}
+# S0B_END: stage b's wall-time budget ending at that clock time (a date(1) time, "01:50 UTC"), reckoned when stage b
+# starts, so that a run whose stage a is on steps still ends its stage b in the session (a resumed stage b counts its
+# time before the stop against it too, and ends that much early).
 # S0C_TIME: stage c on a wall-time budget, as S0B_TIME stage b. S0C_THIN=1: stage c's pseudo-labels cut to their ridge
 # (train_real --pseudo-thin): stage b's lines are drawn thicker than 3.3.0's, and a student copies its teacher's width.
 S0C_BUDGET=${S0C_TIME:+--time-budget $S0C_TIME}
@@ -204,6 +207,7 @@ scratch_train() {
   S="$D/canon30_3k,$D/canonneg31,$D/canonneg31"
   [ -f "$R/a/final.pt" ] || $PY -m training.train --data "$S" --out "$R/a" --canonical \
     --lr 2e-3 --crop $((160 * VIEW / 256)) --crop-frac 0.5 --steps "$S0A_STEPS" --seed "$S0_SEED" --threads 2 --device "$DEVICE" $WIDTH $ENC $BF16 $CKPT $(resume "$R/a")
+  [ -z "${S0B_END:-}" ] || S0B_BUDGET="--time-budget $(($(date -d "$S0B_END" +%s) - $(date +%s)))"
   [ -f "$R/b/final.pt" ] || $PY -m training.train_real --synth "$S" --real "$D/boxes_train" \
     --init "$R/a/final.pt" --out "$R/b" --steps "$S0B_STEPS" --lr 5e-4 --w-frac "$S0B_WFRAC" --geo --seed $((S0_SEED + 1)) --threads 2 \
     --device "$DEVICE" $BF16 $S0B_BUDGET $CKPT $(resume "$R/b")
