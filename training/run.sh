@@ -207,7 +207,11 @@ scratch_train() {
   S="$D/canon30_3k,$D/canonneg31,$D/canonneg31"
   [ -f "$R/a/final.pt" ] || $PY -m training.train --data "$S" --out "$R/a" --canonical \
     --lr 2e-3 --crop $((160 * VIEW / 256)) --crop-frac 0.5 --steps "$S0A_STEPS" --seed "$S0_SEED" --threads 2 --device "$DEVICE" $WIDTH $ENC $BF16 $CKPT $(resume "$R/a")
-  [ -z "${S0B_END:-}" ] || S0B_BUDGET="--time-budget $(($(date -d "$S0B_END" +%s) - $(date +%s)))"
+  if [ -n "${S0B_END:-}" ] && [ ! -f "$R/b/final.pt" ]; then
+    left=$(($(date -d "$S0B_END" +%s) - $(date +%s)))
+    [ "$left" -gt 0 ] || { echo "run.sh: S0B_END ($S0B_END) has passed"; exit 1; }
+    S0B_BUDGET="--time-budget $left"
+  fi
   [ -f "$R/b/final.pt" ] || $PY -m training.train_real --synth "$S" --real "$D/boxes_train" \
     --init "$R/a/final.pt" --out "$R/b" --steps "$S0B_STEPS" --lr 5e-4 --w-frac "$S0B_WFRAC" --geo --seed $((S0_SEED + 1)) --threads 2 \
     --device "$DEVICE" $BF16 $S0B_BUDGET $CKPT $(resume "$R/b")
