@@ -207,14 +207,16 @@ scratch_train() {
   S="$D/canon30_3k,$D/canonneg31,$D/canonneg31"
   [ -f "$R/a/final.pt" ] || $PY -m training.train --data "$S" --out "$R/a" --canonical \
     --lr 2e-3 --crop $((160 * VIEW / 256)) --crop-frac 0.5 --steps "$S0A_STEPS" --seed "$S0_SEED" --threads 2 --device "$DEVICE" $WIDTH $ENC $BF16 $CKPT $(resume "$R/a")
-  if [ -n "${S0B_END:-}" ] && [ ! -f "$R/b/final.pt" ]; then
-    left=$(($(date -d "$S0B_END" +%s) - $(date +%s)))
-    [ "$left" -gt 0 ] || { echo "run.sh: S0B_END ($S0B_END) has passed"; exit 1; }
-    S0B_BUDGET="--time-budget $left"
+  if [ ! -f "$R/b/final.pt" ]; then
+    if [ -n "${S0B_END:-}" ]; then
+      left=$(($(date -d "$S0B_END" +%s) - $(date +%s)))
+      [ "$left" -gt 0 ] || { echo "run.sh: S0B_END ($S0B_END) has passed"; exit 1; }
+      S0B_BUDGET="--time-budget $left"
+    fi
+    $PY -m training.train_real --synth "$S" --real "$D/boxes_train" \
+      --init "$R/a/final.pt" --out "$R/b" --steps "$S0B_STEPS" --lr 5e-4 --w-frac "$S0B_WFRAC" --geo --seed $((S0_SEED + 1)) --threads 2 \
+      --device "$DEVICE" $BF16 $S0B_BUDGET $CKPT $(resume "$R/b")
   fi
-  [ -f "$R/b/final.pt" ] || $PY -m training.train_real --synth "$S" --real "$D/boxes_train" \
-    --init "$R/a/final.pt" --out "$R/b" --steps "$S0B_STEPS" --lr 5e-4 --w-frac "$S0B_WFRAC" --geo --seed $((S0_SEED + 1)) --threads 2 \
-    --device "$DEVICE" $BF16 $S0B_BUDGET $CKPT $(resume "$R/b")
   [ "$S0C_STEPS" -gt 0 ] || return 0
   [ -f "$R/c/final.pt" ] || $PY -m training.train_real --synth "$S" --real "$D/boxes_train" \
     --init "$R/b/final.pt" --out "$R/c" --steps "$S0C_STEPS" --w-frac 1.0 --geo --w-pseudo 5.0 --w-cons 2.0 --seed $((S0_SEED + 2)) \
