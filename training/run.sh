@@ -192,6 +192,10 @@ S0B_BUDGET=${S0B_TIME:+--time-budget $S0B_TIME}
 # time before the stop against it too, and ends that much early).
 # S0C_TIME: stage c on a wall-time budget, as S0B_TIME stage b. S0C_THIN=1: stage c's pseudo-labels cut to their ridge
 # (train_real --pseudo-thin): stage b's lines are drawn thicker than 3.3.0's, and a student copies its teacher's width.
+# S0_EMA: stages b and c also keep a moving average of their weights with that decay (train_real --ema), written as
+# final_ema.pt beside final.pt, which stays as it would be without it; S0_WEIGHTS=ema makes scratch-calibrate calibrate
+# and gate the last stage's final_ema.pt, into $RUN0/ema/, instead of its final.pt.
+EMA=${S0_EMA:+--ema $S0_EMA}
 S0C_BUDGET=${S0C_TIME:+--time-budget $S0C_TIME}
 THIN=${S0C_THIN:+--pseudo-thin}
 DEVICE=${DEVICE:-cpu}
@@ -215,12 +219,12 @@ scratch_train() {
     fi
     $PY -m training.train_real --synth "$S" --real "$D/boxes_train" \
       --init "$R/a/final.pt" --out "$R/b" --steps "$S0B_STEPS" --lr 5e-4 --w-frac "$S0B_WFRAC" --geo --seed $((S0_SEED + 1)) --threads 2 \
-      --device "$DEVICE" $BF16 $S0B_BUDGET $CKPT $(resume "$R/b")
+      --device "$DEVICE" $BF16 $EMA $S0B_BUDGET $CKPT $(resume "$R/b")
   fi
   [ "$S0C_STEPS" -gt 0 ] || return 0
   [ -f "$R/c/final.pt" ] || $PY -m training.train_real --synth "$S" --real "$D/boxes_train" \
     --init "$R/b/final.pt" --out "$R/c" --steps "$S0C_STEPS" --w-frac 1.0 --geo --w-pseudo 5.0 --w-cons 2.0 --seed $((S0_SEED + 2)) \
-    --threads 2 --device "$DEVICE" $BF16 $S0C_BUDGET $THIN $CKPT $(resume "$R/c")
+    --threads 2 --device "$DEVICE" $BF16 $EMA $S0C_BUDGET $THIN $CKPT $(resume "$R/c")
 }
 # pick_confidence CKPT CALIB [VALDATA]: the synthetic sets' min_confidence misses real lines (a model trained on real
 # photos is less sure of them than of synthetic ones), so it is chosen again on the box set's held-out
@@ -270,23 +274,25 @@ scratch() {
 # min_confidence and the palm floor on the box set's training part, and the export.
 scratch_calibrate() {
   R=${RUN0:-training/runs/s0}
+  W=$R/$LAST/final.pt; C=$R
+  if [ "${S0_WEIGHTS:-}" = ema ]; then W=$R/$LAST/final_ema.pt; C=$R/ema; mkdir -p "$C"; fi
   valsets
-  [ -f "$R/calibration-synthetic.json" ] || \
-    $PY -m training.evaluate --ckpt "$R/$LAST/final.pt" --data "$VD" --canonical --tune --min-backs "$MIN_BACKS" \
-      --calib "$R/calibration-synthetic.json"
-  cp "$R/calibration-synthetic.json" "$R/calibration.json"
-  pick_confidence "$R/$LAST/final.pt" "$R/calibration.json" "$VD"
-  $PY -m training.palm_floor --ckpt "$R/$LAST/final.pt" --real "$D/boxes_train" --calib "$R/calibration.json"
-  O=${SCRATCH_OUT:-$R/palm-lines.onnx}
-  $PY -m training.export --ckpt "$R/$LAST/final.pt" --out "$O" --calib "$R/calibration.json" --version "${SCRATCH_VERSION:-0.0.0-scratch}"
+  [ -f "$C/calibration-synthetic.json" ] || \
+    $PY -m training.evaluate --ckpt "$W" --data "$VD" --canonical --tune --min-backs "$MIN_BACKS" \
+      --calib "$C/calibration-synthetic.json"
+  cp "$C/calibration-synthetic.json" "$C/calibration.json"
+  pick_confidence "$W" "$C/calibration.json" "$VD"
+  $PY -m training.palm_floor --ckpt "$W" --real "$D/boxes_train" --calib "$C/calibration.json"
+  O=${SCRATCH_OUT:-$C/palm-lines.onnx}
+  $PY -m training.export --ckpt "$W" --out "$O" --calib "$C/calibration.json" --version "${SCRATCH_VERSION:-0.0.0-scratch}"
   # The gate's figures: the box set's training part as well as its held-out photos. The eighth run was level with
   # 3.3.0 on the 126 held-out photos and behind it on the 653 it trained on, and on the evaluation quarter
   # (MODEL_CARD.md, "The eighth from-nothing run"). The held-out photos are read turned too (--turned): the fifteenth run
   # passed on the training part and moved more traits than 3.3.0 under a turn on the evaluation quarter (3.3.0: 43 of
   # the held-out photos' 378 lines, MODEL_CARD.md, "Metrics").
-  npm run -s eval:boxes -- --part heldout --turned --model "$O" > "$R/gate-heldout.txt"
-  npm run -s eval:boxes -- --part train --model "$O" > "$R/gate-train.txt"
-  echo "scratch_calibrate: the gate's figures in $R/gate-heldout.txt and $R/gate-train.txt"
+  npm run -s eval:boxes -- --part heldout --turned --model "$O" > "$C/gate-heldout.txt"
+  npm run -s eval:boxes -- --part train --model "$O" > "$C/gate-train.txt"
+  echo "scratch_calibrate: the gate's figures in $C/gate-heldout.txt and $C/gate-train.txt"
 }
 
 # The released file on the held-out synthetic test sets (test_canon, test_canon_neg) -> metrics.json.

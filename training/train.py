@@ -72,6 +72,32 @@ def save_checkpoint(ckpt, path):
     os.replace(path + ".tmp", path)
 
 
+class WeightAverage:
+    """An exponential moving average of a network's weights (Polyak averaging), kept beside training and saved as
+    its own checkpoint: per step avg = d * avg + (1 - d) * w, with d = min(decay, (1 + t) / (10 + t)) after t
+    updates, so the starting weights fade within the first steps. Buffers are averaged alike (train_real keeps
+    BatchNorm's frozen, so its statistics stay the starting model's). Pinned by test/unit/training/ema.spec.ts."""
+
+    def __init__(self, net, decay, state=None):
+        self.decay = decay
+        self.t = state["t"] if state else 0
+        self.avg = ({k: v.clone() for k, v in state["avg"].items()} if state else
+                    {k: v.detach().clone() for k, v in net.state_dict().items()})
+
+    @torch.no_grad()
+    def update(self, net):
+        d = min(self.decay, (1 + self.t) / (10 + self.t))
+        self.t += 1
+        for k, v in net.state_dict().items():
+            if v.is_floating_point():
+                self.avg[k].mul_(d).add_(v.detach(), alpha=1 - d)
+            else:
+                self.avg[k].copy_(v)
+
+    def state(self):
+        return {"t": self.t, "avg": self.avg}
+
+
 def lr_at(step, total, base, warm=40):
     if step < warm:
         return base * (step + 1) / warm

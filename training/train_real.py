@@ -31,6 +31,8 @@ is, black beyond the square around the lines' boxes, and framed as a close-up's 
 the pseudo-labels.
 AdaBN (--adapt-bn, with --geo; tried in the fourth from-nothing run, not used: MODEL_CARD.md): before step 1,
 BatchNorm's statistics re-estimated on batches of the training mix, real views among them, then frozen as always.
+Weight average (--ema, tried in the twentieth from-nothing run): an exponential moving average of the weights kept
+beside them and written as final_ema.pt; the stage's own weights, final.pt, are what they are without it.
 Real views whose file name's SHA-256 starts with 4 or 5 (an eighth of the training part) are held
 out of training to compare checkpoints (`npm run eval:boxes -- --part heldout`). Resumable: --resume last.pt.
 """
@@ -49,7 +51,7 @@ import torch.nn.functional as F
 from training import export as exp
 from training import real_boxes
 from training.model import add_bf16_option, bf16_layout, count_params, logits_of, loss_fn, net_of, param_groups
-from training.train import load_shards, lr_at, make_batch, save_checkpoint, shard_files
+from training.train import WeightAverage, load_shards, lr_at, make_batch, save_checkpoint, shard_files
 
 HELD_OUT = "45"
 W_OUT, W_SPAN, W_THIN, W_PALM = 1.0, 1.0, 0.05, 0.5
@@ -277,6 +279,9 @@ def main():
                     help="with --geo, the share of real views cut and framed as a close-up's (tried after 3.3.0)")
     ap.add_argument("--adapt-bn", type=int, default=0,
                     help="batches of the training mix that re-estimate BatchNorm's statistics before step 1 (AdaBN)")
+    ap.add_argument("--ema", type=float, default=0.0,
+                    help="also keep an exponential moving average of the weights with this decay (0.998: about the "
+                         "last 500 steps), written as final_ema.pt beside final.pt; the stage's own weights are unchanged")
     ap.add_argument("--ckpt-min", type=float, default=5.0)
     ap.add_argument("--time-budget", type=float, default=None,
                     help="seconds: the LR schedule runs on wall time and training stops when it is spent (a shared "
@@ -313,6 +318,7 @@ def main():
     net.load_state_dict(sd["model"])
     if a.resume:
         opt.load_state_dict(sd["opt"]); start = sd["step"]
+    ema = WeightAverage(net, a.ema, sd.get("ema") if a.resume else None) if a.ema > 0 else None
     print(f"params: {count_params(net)}; start at step {start}", flush=True)
 
     # The starting model's palm, once per real view: the real loss keeps it (the boxes do not say).
@@ -370,7 +376,8 @@ def main():
 
     def save(step, name="last.pt"):
         save_checkpoint({"model": net.state_dict(), "opt": opt.state_dict(), "arch": net.arch, "step": step,
-                         "size": net.view_size, "elapsed": time.time() - t_start, "args": vars(a)},
+                         "size": net.view_size, "elapsed": time.time() - t_start, "args": vars(a),
+                         **({"ema": ema.state()} if ema else {})},
                         os.path.join(a.out, name))
         if a.export:
             exp.export_onnx(net, a.export, exp.load_calib(a.calib))
@@ -437,6 +444,8 @@ def main():
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+        if ema:
+            ema.update(net)
         hist.append((float(ls), float(lr_)))
         done = step + 1
         if done % 10 == 0 or step == start:
@@ -453,6 +462,9 @@ def main():
     net.eval()
     save(done)
     save(done, "final.pt")
+    if ema:   # the averaged weights in final.pt's form: export, evaluate and run.sh read either file alike
+        save_checkpoint({"model": ema.avg, "arch": net.arch, "step": done, "size": net.view_size, "args": vars(a)},
+                        os.path.join(a.out, "final_ema.pt"))
     el = time.time() - t0
     with open(os.path.join(a.out, "train_info.json"), "w") as f:
         json.dump({"steps": done - start, "wall_s": round(el), "s_per_step": round(el / max(1, done - start), 3)}, f)
