@@ -164,7 +164,7 @@ release() {
 # with 1,000 backs (evaluate.py --tune --min-backs), then min_confidence chosen on the box set's
 # held-out training photos (pick_confidence) and crop.min_palm on its training views (palm_floor.py:
 # the synthetic tune let backs that show a little palm through). S0A/S0B/S0C_STEPS: about 40 / 35 / 70 minutes on the
-# 2-core CPU; DEVICE=cuda runs the same steps on a GPU (MODEL_CARD.md, "From nothing").
+# 2-core CPU; DEVICE=cuda runs the same steps on a GPU (models/palm-lines/FROM-NOTHING.md).
 S0A_STEPS=${S0A_STEPS:-2985}
 S0B_STEPS=${S0B_STEPS:-2088}
 S0C_STEPS=${S0C_STEPS:-2442}
@@ -287,9 +287,9 @@ scratch_calibrate() {
   $PY -m training.export --ckpt "$W" --out "$O" --calib "$C/calibration.json" --version "${SCRATCH_VERSION:-0.0.0-scratch}"
   # The gate's figures: the box set's training part as well as its held-out photos. The eighth run was level with
   # 3.3.0 on the 126 held-out photos and behind it on the 653 it trained on, and on the evaluation quarter
-  # (MODEL_CARD.md, "The eighth from-nothing run"). The held-out photos are read turned too (--turned): the fifteenth run
-  # passed on the training part and moved more traits than 3.3.0 under a turn on the evaluation quarter (3.3.0: 43 of
-  # the held-out photos' 378 lines, MODEL_CARD.md, "Metrics").
+  # (models/palm-lines/FROM-NOTHING.md, "The eighth from-nothing run"). The held-out photos are read turned too
+  # (--turned): the fifteenth run passed on the training part and moved more traits than 3.3.0 under a turn on the
+  # evaluation quarter (3.3.0: 43 of the held-out photos' 378 lines, MODEL_CARD.md, "Metrics").
   npm run -s eval:boxes -- --part heldout --turned --model "$O" > "$C/gate-heldout.txt"
   npm run -s eval:boxes -- --part train --model "$O" > "$C/gate-train.txt"
   echo "scratch_calibrate: the gate's figures in $C/gate-heldout.txt and $C/gate-train.txt"

@@ -29,7 +29,7 @@ Close-ups (--closeup, with --geo; tried after 3.3.0, not released): that share o
 is, black beyond the square around the lines' boxes, and framed as a close-up's landmarks frame it
 (turned, enlarged and shifted more than --geo's jitter); the teacher's lines on the clean view stay
 the pseudo-labels.
-AdaBN (--adapt-bn, with --geo; tried in the fourth from-nothing run, not used: MODEL_CARD.md): before step 1,
+AdaBN (--adapt-bn, with --geo; tried in the fourth from-nothing run, not used: models/palm-lines/FROM-NOTHING.md): before step 1,
 BatchNorm's statistics re-estimated on batches of the training mix, real views among them, then frozen as always.
 Weight average (--ema, tried in the twentieth from-nothing run): an exponential moving average of the weights kept
 beside them and written as final_ema.pt; the stage's own weights, final.pt, are what they are without it.

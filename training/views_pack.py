@@ -1,6 +1,6 @@
 """The box set's training views (box_views.ts: images.bin + meta.json) as one file of JPEGs, for a
 machine that has no ../shared and no Node.js (a lent GPU): about 21 MB at quality 98 instead of 153,
-a mean difference of 0.7 of 255 per channel (MODEL_CARD.md, "The third from-nothing run").
+a mean difference of 0.7 of 255 per channel (models/palm-lines/FROM-NOTHING.md, "The third from-nothing run").
 The file holds views of the photos, so it is written outside the repository's tracked files
 (training/data/ or a git-ignored folder) and never committed.
 
