@@ -4,7 +4,8 @@ synthetic palms, which the model covers fully; real palms cover less. Here: the 
 under which at most MAX_UNDER of the box set's training views (held-out ones excluded) fall, written
 into the calibration file. MAX_UNDER is 0: 3.3.0 gives up no training palm, and the eighth from-nothing
 run's 1% gave up two palms of the evaluation quarter (models/palm-lines/FROM-NOTHING.md, "The eighth
-from-nothing run"); the synthetic test backs, not this floor, keep lines off backs. The from-nothing recipe's step (run.sh scratch).
+from-nothing run"); the synthetic test backs, not this floor, keep lines off backs. The from-nothing
+recipe's step (run.sh scratch).
 
     /usr/bin/python3 -m training.palm_floor --ckpt training/runs/s0/c/final.pt --real training/data/boxes_train \\
         --calib training/runs/s0/calibration.json

@@ -161,8 +161,8 @@ release() {
 # box-agreeing lines with the two-jitter consistency term (--w-pseudo --w-cons). Backs are listed twice
 # in every stage's synthetic data (two fifths of it, not a quarter): the recipe's models drew lines on
 # synthetic backs more often than the release rule allows. Calibrated on the synthetic validation sets
-# with 1,000 backs (evaluate.py --tune --min-backs), then min_confidence chosen on the box set's
-# held-out training photos (pick_detection), then min_pixels, and crop.min_palm on its training views (palm_floor.py:
+# with 1,000 backs (evaluate.py --tune --min-backs), then min_confidence and min_pixels chosen on the box set's
+# held-out training photos (pick_detection) and crop.min_palm on its training views (palm_floor.py:
 # the synthetic tune let backs that show a little palm through). S0A/S0B/S0C_STEPS: about 40 / 35 / 70 minutes on the
 # 2-core CPU; DEVICE=cuda runs the same steps on a GPU (models/palm-lines/FROM-NOTHING.md).
 S0A_STEPS=${S0A_STEPS:-2985}

@@ -41,7 +41,7 @@ stepped = float(step.avg[k0].flatten()[0])
 a = WeightAverage(net, 0.98)
 for _ in range(5):
     a.update(net)
-b = WeightAverage(net, 0.98, {k: v for k, v in a.state().items()})
+b = WeightAverage(net, 0.98, a.state())
 with torch.no_grad():
     for p in net.parameters():
         p.mul_(0.5)
