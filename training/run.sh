@@ -173,6 +173,11 @@ LAST=c; [ "$S0C_STEPS" -gt 0 ] || LAST=b
 # S0_SEED: stage a's seed; b and c take the next two (50 / 51 / 52, the recipe's). CKPT_MIN: minutes between
 # checkpoints (the scripts' defaults, 5-10, unless set; a GPU's short lease wants them often).
 S0_SEED=${S0_SEED:-50}
+# S0A_MORE=1: stage a also trains on canon34 (release2's 3,000 other synthetic palms; the backs listed twice more,
+# to keep their two fifths), so that a long stage a sees 6,000 palms: 3.3.0's chain had about ten times the recipe's
+# synthetic steps behind it (the 1.x models and 2.0.0's 6,795), and the from-nothing models' synthetic F1 stayed under
+# 3.3.0's (FROM-NOTHING.md, the first run).
+synth34() { [ -f "$D/canon34/shard_0005.npz" ] || $PY -m training.generate --out "$D/canon34" --n 3000 --seed 34 --kind 3 --fades --workers "$GEN_WORKERS"; }
 # S0_WIDTH: stage a's network with its channels times this (train.py --width; unset: the released shape).
 WIDTH=${S0_WIDTH:+--width $S0_WIDTH}
 CKPT=${CKPT_MIN:+--ckpt-min $CKPT_MIN}
@@ -208,8 +213,9 @@ scratch_train() {
   R=${RUN0:-training/runs/s0}
   mkdir -p "$R/a" "$R/b" "$R/c"
   scratch_data
-  S="$D/canon30_3k,$D/canonneg31,$D/canonneg31"
-  [ -f "$R/a/final.pt" ] || $PY -m training.train --data "$S" --out "$R/a" --canonical \
+  S="$D/canon30_3k,$D/canonneg31,$D/canonneg31"; SA=$S
+  if [ -n "${S0A_MORE:-}" ]; then synth34; SA="$S,$D/canon34,$D/canonneg31,$D/canonneg31"; fi
+  [ -f "$R/a/final.pt" ] || $PY -m training.train --data "$SA" --out "$R/a" --canonical \
     --lr 2e-3 --crop $((160 * VIEW / 256)) --crop-frac 0.5 --steps "$S0A_STEPS" --seed "$S0_SEED" --threads 2 --device "$DEVICE" $WIDTH $ENC $BF16 $CKPT $(resume "$R/a")
   if [ ! -f "$R/b/final.pt" ]; then
     if [ -n "${S0B_END:-}" ]; then
