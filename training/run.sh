@@ -242,21 +242,39 @@ scratch_train() {
 MIN_CONF_TRIED=${MIN_CONF_TRIED:-"0.5 0.6 0.7"}
 MIN_PIXELS_TRIED=${MIN_PIXELS_TRIED:-"40 70 100 130"}
 MIN_BACKS=${MIN_BACKS:-0.98}
+# pick_one KEY VALUE CKPT CALIB VALDATA: CALIB with KEY set to VALUE, exported, read on the synthetic validation backs
+# and on the held-out training photos, into CALIB's folder.
+pick_one() {
+  pdir=$(dirname "$4")
+  rm -f "$pdir/val-$1-$2.json" "$pdir/heldout-$1-$2.txt"
+  $PY -c "import json,sys; c=json.load(open(sys.argv[1])); c['detection'][sys.argv[2]]=json.loads(sys.argv[3]); json.dump(c,open(sys.argv[4],'w'),indent=1)" \
+    "$4" "$1" "$2" "$pdir/calibration-$1-$2.json"
+  $PY -m training.export --ckpt "$3" --out "$pdir/$1-$2.onnx" --calib "$pdir/calibration-$1-$2.json" >/dev/null
+  TORCH_THREADS=$PICK_THREADS $PY -m training.evaluate --ckpt "$3" --data "$5" --onnx "$pdir/$1-$2.onnx" --canonical --split val \
+    --out "$pdir/val-$1-$2.json" >/dev/null
+  npm run -s eval:boxes -- --part heldout --model "$pdir/$1-$2.onnx" > "$pdir/heldout-$1-$2.txt.tmp"
+  mv "$pdir/heldout-$1-$2.txt.tmp" "$pdir/heldout-$1-$2.txt"
+}
+# PICK_JOBS values are read at a time (2 unless set, each on PICK_THREADS torch threads: eval:boxes reads on one core,
+# so one at a time left the 2-core CPU half idle); the choice is then made in VALUES' order, as one at a time would.
+PICK_JOBS=${PICK_JOBS:-2}
+PICK_THREADS=${PICK_THREADS:-1}
 pick_detection() {
-  key=$1; values=$2; ckpt=$3; calib=$4; vd=${5:-$D}; dir=$(dirname "$calib"); best=-1; pick=
+  key=$1; values=$2; ckpt=$3; calib=$4; vd=${5:-$D}; dir=$(dirname "$calib"); best=-1; pick=; n=0
   for v in $values; do
-    $PY -c "import json,sys; c=json.load(open(sys.argv[1])); c['detection'][sys.argv[2]]=json.loads(sys.argv[3]); json.dump(c,open(sys.argv[4],'w'),indent=1)" \
-      "$calib" "$key" "$v" "$dir/calibration-$key-$v.json"
-    $PY -m training.export --ckpt "$ckpt" --out "$dir/$key-$v.onnx" --calib "$dir/calibration-$key-$v.json" >/dev/null
-    $PY -m training.evaluate --ckpt "$ckpt" --data "$vd" --onnx "$dir/$key-$v.onnx" --canonical --split val --out "$dir/val-$key-$v.json" >/dev/null
+    pick_one "$key" "$v" "$ckpt" "$calib" "$vd" &
+    n=$((n + 1)); [ $((n % PICK_JOBS)) -ne 0 ] || wait
+  done
+  wait
+  for v in $values; do
+    # A reading that failed leaves its file missing, and the reads below stop the calibration (set -e).
     backs=$($PY -c "import json,sys; print(json.load(open(sys.argv[1]))['canonical']['backs_answered_without'])" "$dir/val-$key-$v.json")
     if ! $PY -c "import sys; sys.exit(float(sys.argv[1]) < float(sys.argv[2]))" "$backs" "$MIN_BACKS"; then
       echo "pick_detection: $key $v: $backs of the validation backs without a line, under $MIN_BACKS"
       continue
     fi
     # "agreeing wrong" of the three lines together (eval:boxes' row "lines": $2 "N/M", $4 drawn wrong)
-    aw=$(npm run -s eval:boxes -- --part heldout --model "$dir/$key-$v.onnx" | tee "$dir/heldout-$key-$v.txt" |
-      awk '$1=="lines" && $2 ~ /^[0-9]+\// {split($2,a,"/"); s=a[1]; w=$4} END {print s+0, w+0}')
+    aw=$(awk '$1=="lines" && $2 ~ /^[0-9]+\// {split($2,a,"/"); s=a[1]; w=$4} END {print s+0, w+0}' "$dir/heldout-$key-$v.txt")
     agree=${aw% *}; wrong=${aw#* }; n=$((agree - wrong))
     echo "pick_detection: $key $v: $backs of the validation backs without a line, $agree agreeing lines and $wrong drawn wrong on the held-out training photos"
     [ "$n" -lt "$best" ] || { best=$n; pick=$v; }
@@ -299,8 +317,9 @@ scratch_calibrate() {
   # (models/palm-lines/FROM-NOTHING.md, "The eighth from-nothing run"). The held-out photos are read turned too
   # (--turned): the fifteenth run passed on the training part and moved more traits than 3.3.0 under a turn on the
   # evaluation quarter (3.3.0: 43 of the held-out photos' 378 lines, MODEL_CARD.md, "Metrics").
-  npm run -s eval:boxes -- --part heldout --turned --model "$O" > "$C/gate-heldout.txt"
-  npm run -s eval:boxes -- --part train --model "$O" > "$C/gate-train.txt"
+  npm run -s eval:boxes -- --part heldout --turned --model "$O" > "$C/gate-heldout.txt" & h=$!
+  npm run -s eval:boxes -- --part train --model "$O" > "$C/gate-train.txt" & t=$!
+  wait $h; wait $t
   echo "scratch_calibrate: the gate's figures in $C/gate-heldout.txt and $C/gate-train.txt"
 }
 
