@@ -174,9 +174,9 @@ LAST=c; [ "$S0C_STEPS" -gt 0 ] || LAST=b
 # checkpoints (the scripts' defaults, 5-10, unless set; a GPU's short lease wants them often).
 S0_SEED=${S0_SEED:-50}
 # S0A_MORE=1: stage a also trains on canon34 (release2's 3,000 other synthetic palms; the backs listed twice more,
-# to keep their two fifths), so that a long stage a sees 6,000 palms: 3.3.0's chain had about ten times the recipe's
-# synthetic steps behind it (the 1.x models and 2.0.0's 6,795), and the from-nothing models' synthetic F1 stayed under
-# 3.3.0's (FROM-NOTHING.md, the first run).
+# to keep their two fifths), so that a long stage a sees 6,000 palms: 3.3.0's chain had about nine times the recipe's
+# synthetic steps behind it (1.0.0-1.4.0's 20,483 and 2.0.0's 6,795), and the from-nothing models' synthetic F1 stayed
+# under 3.3.0's (FROM-NOTHING.md, the first run).
 synth34() { [ -f "$D/canon34/shard_0005.npz" ] || $PY -m training.generate --out "$D/canon34" --n 3000 --seed 34 --kind 3 --fades --workers "$GEN_WORKERS"; }
 # S0_WIDTH: stage a's network with its channels times this (train.py --width; unset: the released shape).
 WIDTH=${S0_WIDTH:+--width $S0_WIDTH}
