@@ -260,10 +260,10 @@ pick_one() {
 PICK_JOBS=${PICK_JOBS:-2}
 PICK_THREADS=${PICK_THREADS:-1}
 pick_detection() {
-  key=$1; values=$2; ckpt=$3; calib=$4; vd=${5:-$D}; dir=$(dirname "$calib"); best=-1; pick=; n=0
+  key=$1; values=$2; ckpt=$3; calib=$4; vd=${5:-$D}; dir=$(dirname "$calib"); best=-1; pick=; started=0
   for v in $values; do
     pick_one "$key" "$v" "$ckpt" "$calib" "$vd" &
-    n=$((n + 1)); [ $((n % PICK_JOBS)) -ne 0 ] || wait
+    started=$((started + 1)); [ $((started % PICK_JOBS)) -ne 0 ] || wait
   done
   wait
   for v in $values; do
