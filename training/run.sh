@@ -178,7 +178,8 @@ S0_SEED=${S0_SEED:-50}
 # synthetic steps behind it (1.0.0-1.4.0's 20,483 and 2.0.0's 6,795), and the from-nothing models' synthetic F1 stayed
 # under 3.3.0's (FROM-NOTHING.md, the first run).
 synth34() { [ -f "$D/canon34/shard_0005.npz" ] || $PY -m training.generate --out "$D/canon34" --n 3000 --seed 34 --kind 3 --fades --workers "$GEN_WORKERS"; }
-# S0_WIDTH: stage a's network with its channels times this (train.py --width; unset: the released shape).
+# S0_WIDTH: stage a's network with its channels times this (train.py --width; unset: the released shape). On a CPU without
+# bfloat16 the released shape's float32 steps need about 4 hours; S0_WIDTH=0.5 fits 3 (FROM-NOTHING.md, the twenty-second run).
 WIDTH=${S0_WIDTH:+--width $S0_WIDTH}
 CKPT=${CKPT_MIN:+--ckpt-min $CKPT_MIN}
 # S0_ENCODER=hand: stage a's network takes the hand-landmark model's blocks as its encoder (train.py --encoder hand,
