@@ -241,7 +241,9 @@ scratch_train() {
 # bar), the one with the most agreeing lines net of those drawn wrong there (issue 28, item 5: a value that trades a
 # wrong line for a right one ties), ties to the later one listed (the stricter). None: the synthetic tune's value stays.
 MIN_CONF_TRIED=${MIN_CONF_TRIED:-"0.5 0.6 0.7"}
-MIN_PIXELS_TRIED=${MIN_PIXELS_TRIED:-"40 70 100 130"}
+# MIN_PIXELS_TRIED counts pixels of the view: its default is 40 70 100 130 at 256 px, times (VIEW/256)^2 at another
+# side (as evaluate.py scales its own grid), else a 384 px view would try values 2.25x laxer than a 256 px one.
+MIN_PIXELS_TRIED=${MIN_PIXELS_TRIED:-$(for v in 40 70 100 130; do printf '%s ' $(((v * VIEW * VIEW + 32768) / 65536)); done)}
 MIN_BACKS=${MIN_BACKS:-0.98}
 # pick_one KEY VALUE CKPT CALIB VALDATA: CALIB with KEY set to VALUE, exported, read on the synthetic validation backs
 # and on the held-out training photos, into CALIB's folder.
