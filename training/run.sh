@@ -192,6 +192,9 @@ BF16=${S0_BF16:+--bf16}
 # budget of that many seconds instead of S0B_STEPS (train_real --time-budget: warm-up and cosine on the clock, as
 # 3.3.0 was trained); the steps it reached, in its log's last line, replay its schedule by steps.
 S0B_WFRAC=${S0B_WFRAC:-1.0}
+# S0B_CONS: stage b also with the two-jitter consistency term at that weight (train_real --w-cons; no pseudo-labels, so
+# no teacher's lines): the half-width runs moved 57-60 held-out lines when turned, 3.3.0 43-45 (FROM-NOTHING.md).
+CONSB=${S0B_CONS:+--w-cons $S0B_CONS}
 S0B_BUDGET=${S0B_TIME:+--time-budget $S0B_TIME}
 # S0B_END: stage b's wall-time budget ending at that clock time (a date(1) time, "01:50 UTC"), reckoned when stage b
 # starts, so that a run whose stage a is on steps still ends its stage b in the session (a resumed stage b counts its
@@ -226,7 +229,7 @@ scratch_train() {
     fi
     $PY -m training.train_real --synth "$S" --real "$D/boxes_train" \
       --init "$R/a/final.pt" --out "$R/b" --steps "$S0B_STEPS" --lr 5e-4 --w-frac "$S0B_WFRAC" --geo --seed $((S0_SEED + 1)) --threads 2 \
-      --device "$DEVICE" $BF16 $EMA $S0B_BUDGET $CKPT $(resume "$R/b")
+      --device "$DEVICE" $BF16 $EMA $CONSB $S0B_BUDGET $CKPT $(resume "$R/b")
   fi
   [ "$S0C_STEPS" -gt 0 ] || return 0
   [ -f "$R/c/final.pt" ] || $PY -m training.train_real --synth "$S" --real "$D/boxes_train" \
