@@ -2,6 +2,7 @@
  * Model metadata: reads the ONNX `metadata_props` straight from the protobuf bytes
  * (onnxruntime-node does not expose them) and validates them into {@link ModelMetadata}.
  */
+import { FRAME_SIDE } from "../landmarks/palm-frame.js";
 import { LINE_NAMES } from "./analyzer-types.js";
 
 /** ModelMetadataError is thrown when a model file is malformed or lacks required metadata. */
@@ -49,6 +50,11 @@ export interface ModelMetadata {
    * palm-free. 0 disables it. From `crop.min_palm` (the key's name dates from the two-pass engine).
    */
   cropMinPalm: number;
+  /**
+   * The palm frame's side in units of the palm's size that the model was trained on (`frame_side`;
+   * {@link FRAME_SIDE} when absent): a smaller one shows the palm larger in the same view.
+   */
+  frameSide: number;
   /** All raw metadata_props, for diagnostics. */
   raw: Readonly<Record<string, string>>;
 }
@@ -169,7 +175,7 @@ export const DEFAULT_CROP_MIN_PALM = 0;
  * `normalization` {scale 255, mean 0, std 1}, `letterbox` "center,pad=0", `detection`
  * {@link DEFAULT_DETECTION}, `crop` {min_palm {@link DEFAULT_CROP_MIN_PALM}; its `margin` and
  * `proposal`, read by the retired two-pass engine, are ignored}, `grow` (per line, at most its
- * threshold; default the threshold).
+ * threshold; default the threshold), `frame_side` (in [1, 3]; default {@link FRAME_SIDE}).
  * Throws {@link ModelMetadataError} naming the offending key.
  */
 export function parseModelMetadata(props: Record<string, string>): ModelMetadata {
@@ -251,6 +257,12 @@ export function parseModelMetadata(props: Record<string, string>): ModelMetadata
     if (c.min_palm !== undefined) cropMinPalm = num(c.min_palm, "crop.min_palm", 0, 1);
   }
 
+  // The line rules stay shares of S at any frame side (line-rules.json); evaluate.py calibrates with the same.
+  const frameSide = props.frame_side === undefined ? FRAME_SIDE : Number(props.frame_side);
+  if (!(frameSide >= 1 && frameSide <= 3)) {
+    throw new ModelMetadataError(`metadata "frame_side" must be a number in [1, 3], got ${JSON.stringify(props.frame_side)}`);
+  }
+
   return {
     model: `${props.model_name.trim()}-${props.model_version.trim()}`,
     inputSize,
@@ -262,6 +274,7 @@ export function parseModelMetadata(props: Record<string, string>): ModelMetadata
     grow,
     detection,
     cropMinPalm,
+    frameSide,
     raw: Object.freeze({ ...props }),
   };
 }

@@ -248,7 +248,7 @@ export async function analyzeImage(
   const confirm = async (found: Pick<HandDetection, "landmarks" | "handedness">): Promise<PalmReading | undefined> => {
     lap("landmarks");
     const palmHand = toPhoto(found);
-    const frame = palmFrame(palmHand.landmarks);
+    const frame = palmFrame(palmHand.landmarks, meta.frameSide);
     const fits = (frame.side * view.width) / width >= VIEW_MIN_SCALE * S;
     const tensor = await preprocessFrame(fits ? view : await fullSize(), frame, spec, header);
     lap("preprocess");

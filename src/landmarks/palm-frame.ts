@@ -7,7 +7,10 @@
  */
 import type { Point } from "./geometry.js";
 
-/** FRAME_SIDE is the frame's side in units of the palm's size (see {@link palmFrame}). */
+/**
+ * FRAME_SIDE is the frame's side in units of the palm's size (see {@link palmFrame}): the default
+ * of a line model whose file names no `frame_side` (every released one).
+ */
 export const FRAME_SIDE = 1.7;
 /** FRAME_WIDTH converts the knuckle span (index to little MCP) into a palm size. */
 export const FRAME_WIDTH = 1.3;
@@ -43,11 +46,12 @@ function dot(a: Point, b: Point): number {
 /**
  * palmFrame derives the frame from 21 landmarks: +y runs from the middle-finger knuckle (9) toward
  * the wrist (0), +x across it, flipped so that the index knuckle (5) lies on +x of the little-finger
- * knuckle (17); centre halfway between wrist and middle knuckle; side FRAME_SIDE x the palm size,
- * max(|9 - 0|, FRAME_WIDTH x |5 - 17|) (the second keeps a palm foreshortened along its length whole).
+ * knuckle (17); centre halfway between wrist and middle knuckle; side `frameSide` (a line model's
+ * `frame_side`, FRAME_SIDE unless it names one) x the palm size, max(|9 - 0|, FRAME_WIDTH x |5 - 17|)
+ * (the second keeps a palm foreshortened along its length whole).
  * Pinned by test/unit/landmarks/palm-frame.spec.ts (mirror and rotation invariance).
  */
-export function palmFrame(landmarks: readonly Point[]): PalmFrame {
+export function palmFrame(landmarks: readonly Point[], frameSide: number = FRAME_SIDE): PalmFrame {
   const w = landmarks[WRIST];
   const m = landmarks[MIDDLE_MCP];
   const up = sub(m, w);
@@ -57,7 +61,7 @@ export function palmFrame(landmarks: readonly Point[]): PalmFrame {
   const across = sub(landmarks[INDEX_MCP], landmarks[PINKY_MCP]);
   const mirrored = dot(across, ex) < 0;
   if (mirrored) ex = [-ex[0], -ex[1]];
-  const side = FRAME_SIDE * Math.max(d, FRAME_WIDTH * Math.hypot(across[0], across[1]));
+  const side = frameSide * Math.max(d, FRAME_WIDTH * Math.hypot(across[0], across[1]));
   return { centre: [(w[0] + m[0]) / 2, (w[1] + m[1]) / 2], ex, ey, side, mirrored };
 }
 

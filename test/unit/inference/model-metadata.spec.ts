@@ -118,6 +118,14 @@ describe("parseModelMetadata()", () => {
     expect(m.grow).toEqual({ heart: m.thresholds.heart, head: m.thresholds.head, life: m.thresholds.life });
   });
 
+  it("reads the palm frame's side a model was trained at, 1.7 when the file names none", () => {
+    expect(parseModelMetadata(FULL).frameSide).toBe(1.7);
+    expect(parseModelMetadata({ ...FULL, frame_side: "1.3" }).frameSide).toBe(1.3);
+    for (const bad of ["0.5", "4", "wide", ""]) {
+      expect(() => parseModelMetadata({ ...FULL, frame_side: bad }), bad).toThrow(/"frame_side" must be a number in \[1, 3\]/);
+    }
+  });
+
   it("reads per-line grow thresholds, a missing line keeping its own threshold", () => {
     const m = parseModelMetadata({ ...FULL, grow: '{"life":0.2,"head":0.3}' });
     expect(m.grow).toEqual({ heart: 0.4, head: 0.3, life: 0.2 });

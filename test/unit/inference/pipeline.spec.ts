@@ -100,7 +100,7 @@ function oracle(
   const S = metadata.inputSize; // the view the engine renders for this model
   const lines = pack(truth.heart, truth.head, truth.life, w, h);
   const palm = pack(truth.palm, truth.palm, truth.palm, w, h);
-  const frame = palmFrame(landmarksFor(pose));
+  const frame = palmFrame(landmarksFor(pose), metadata.frameSide); // the frame it was trained in
   const model = {
     metadata,
     calls: 0,
@@ -252,6 +252,23 @@ describe("analyzeImage()", () => {
       const pred = await decodeMask(result.masks[line]);
       expect(tolerantF1(pred.data, truth[line], w, h, 4).f1, line).toBeGreaterThanOrEqual(0.9);
       expect(result.stats[line].detected).toBe(true);
+    }
+  });
+
+  it("renders the view in the model's own palm frame: a frame_side 1.3 oracle's lines overlap the truth", async () => {
+    // A line model trained with the palm larger in its view (training/run.sh FRAME=1.3) says so in its metadata only.
+    const tight = parseModelMetadata({ ...RAW_META, frame_side: "1.3" });
+    const fixture = await upscaledTruth("scene-0", 4);
+    const { w, h } = fixture;
+    const bytes = await sharp(fixtureImage("scene-0")).resize(w, h, { kernel: "nearest" }).jpeg().toBuffer();
+    // Landmarks whose 1.3 frame, not their 1.7 one, covers the fixture: its lines lie inside the model's view.
+    const pose = whole(w, h, { side: (Math.max(w, h) * 1.05 * 1.7) / 1.3 });
+    const truth = handTruth("scene-0", fixture, pose);
+    const { result } = await analyzeImage(bytes, engine(oracle(truth, w, h, pose, { metadata: tight }), fakeHands(pose, w)));
+    expect(result.reason).toBe("");
+    for (const line of LINE_NAMES) {
+      const pred = await decodeMask(result.masks[line]);
+      expect(tolerantF1(pred.data, truth[line], w, h, 4).f1, line).toBeGreaterThanOrEqual(0.9);
     }
   });
 

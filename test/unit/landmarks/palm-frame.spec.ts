@@ -74,4 +74,18 @@ describe("palmFrame()", () => {
     short[0] = [500, 700]; // palm foreshortened along its length: the knuckle span decides
     expect(palmFrame(short).side).toBeCloseTo(1.7 * 1.3 * Math.hypot(200, 20), 6);
   });
+
+  it("shows the palm larger in a tighter frame, about the same centre and axes", () => {
+    const lm = uprightRightPalm();
+    const wide = palmFrame(lm);
+    const tight = palmFrame(lm, 1.3); // a line model trained with frame_side 1.3
+    expect(tight.side).toBeCloseTo((wide.side * 1.3) / 1.7, 6);
+    expect(tight.centre).toEqual(wide.centre);
+    expect(tight.ex).toEqual(wide.ex);
+    // The index knuckle lies 1.7 / 1.3 times as far from the view's centre, in model pixels.
+    const [u1, v1] = imageToFrame(wide, 256, ...lm[5]);
+    const [u2, v2] = imageToFrame(tight, 256, ...lm[5]);
+    expect(u2 - 127.5).toBeCloseTo(((u1 - 127.5) * 1.7) / 1.3, 6);
+    expect(v2 - 127.5).toBeCloseTo(((v1 - 127.5) * 1.7) / 1.3, 6);
+  });
 });
