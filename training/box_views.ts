@@ -4,9 +4,10 @@
  * mapped into that view as a quadrilateral. The evaluation quarter (file-name SHA-256 starting
  * 0-3) is never read. Output (training/data/, git-ignored; the photos stay in ../shared):
  *   <out>/images.bin   N x S x S x 3 uint8 RGB
- *   <out>/meta.json    {size, samples: [{file, boxes: {line: [[u,v] x4]}, landmarks: [[u,v] x21]}], missed: [file]}
+ *   <out>/meta.json    {size, frame_side, samples: [{file, boxes: {line: [[u,v] x4]}, landmarks: [[u,v] x21]}], missed: [file]}
  *
- *   node --import tsx training/box_views.ts --out training/data/boxes_train [--size 256]
+ *   node --import tsx training/box_views.ts --out training/data/boxes_train [--size 256] [--frame-side 1.7]
+ * --frame-side: the palm frame's side in palm sizes (the engine's FRAME_SIDE unless set; training/run.sh FRAME).
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -15,13 +16,17 @@ import { decodeImage } from "../src/image/decode.js";
 import { renderFrame, resizeToFit } from "../src/image/preprocess.js";
 import type { Point } from "../src/landmarks/geometry.js";
 import { createHandLandmarker, facing } from "../src/landmarks/hand-landmarker.js";
-import { imageToFrame, palmFrame } from "../src/landmarks/palm-frame.js";
+import { FRAME_SIDE, imageToFrame, palmFrame } from "../src/landmarks/palm-frame.js";
 import { HAND_SEARCH_SIDE } from "../src/inference/pipeline.js";
 import { BOX_DIR, partOf, readBoxes } from "../scripts/box-set.js";
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { out: { type: "string" }, size: { type: "string", default: "256" } } });
+  const { values } = parseArgs({
+    options: { out: { type: "string" }, size: { type: "string", default: "256" }, "frame-side": { type: "string", default: String(FRAME_SIDE) } },
+  });
   if (!values.out) throw new Error("--out is required");
+  const frameSide = Number(values["frame-side"]);
+  if (!(frameSide >= 1 && frameSide <= 3)) throw new Error("--frame-side must be a number in [1, 3]");
   if (!existsSync(join(BOX_DIR, "boxes.csv"))) {
     console.error(`box_views: ${BOX_DIR} is absent; nothing to do`);
     return;
@@ -43,7 +48,7 @@ async function main(): Promise<void> {
     }
     const k = image.width / small.width;
     const landmarks = found.landmarks.map(([x, y]): Point => [x * k, y * k]);
-    const frame = palmFrame(landmarks);
+    const frame = palmFrame(landmarks, frameSide);
     chunks.push(await renderFrame(image, frame, S, 0));
     const quads: Record<string, Point[]> = {};
     for (const [line, [x0, y0, x1, y1]] of Object.entries(boxes.get(file)!)) {
@@ -59,7 +64,7 @@ async function main(): Promise<void> {
   await landmarker.close();
   mkdirSync(values.out, { recursive: true });
   writeFileSync(join(values.out, "images.bin"), Buffer.concat(chunks));
-  writeFileSync(join(values.out, "meta.json"), JSON.stringify({ size: S, samples, missed }));
+  writeFileSync(join(values.out, "meta.json"), JSON.stringify({ size: S, frame_side: frameSide, samples, missed }));
   console.log(`box_views: ${samples.length} views, ${missed.length} photos without a palm found, of ${files.length}`);
 }
 

@@ -28,11 +28,12 @@ import onnx
 import torch
 
 from training import export as exp
+from training.synth import FRAME_SIDE, palm_px
 from training.line_rules import grow_line, largest_cc, palm_distance, palm_share, select_line
 from training.train import load_shards, to_tensors
 
 LINES = ("heart", "head", "life")
-TOL = 3   # pixels at 256 px; a view of side S uses TOL * S / 256 (tol_counts)
+TOL = 3   # pixels at 256 px and frame side 1.7; a view of side S uses TOL * palm_px(S) (tol_counts)
 
 
 def predict(net, imgs, bs=16):
@@ -51,7 +52,7 @@ def unpack(masks):
 def tol_counts(pred, gt):
     """(pred pixels near gt, pred pixels, gt pixels near pred, gt pixels)"""
     npred, ngt = int(pred.sum()), int(gt.sum())
-    tol = TOL * pred.shape[-1] / 256
+    tol = TOL * palm_px(pred.shape[-1])
     if npred == 0 or ngt == 0:
         return 0, npred, 0, ngt
     dgt = cv2.distanceTransform((gt == 0).astype(np.uint8), cv2.DIST_L2, 5)
@@ -228,7 +229,7 @@ def tune_canonical(net, data_root, calib_path, one_se=False, min_backs=None):
     share_neg = np.array([palm_share(p[0].astype(np.float32), thr["palm"]) for p in np_])
     has = vg[:, 1:].reshape(len(vg), 3, -1).any(axis=2)
     rows = []
-    area = (vp.shape[-1] / 256) ** 2   # min_pixels counts pixels: a larger view's grid is as much larger
+    area = palm_px(vp.shape[-1]) ** 2   # min_pixels counts pixels: a larger palm's grid is as much larger
     for mp in (round(m * area) for m in (10, 15, 20, 30, 40, 60, 80, 100, 130)):
         pos, neg = components(vp, pd_pos, mp), components(np_, pd_neg, mp)
         for mc in (0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8):
@@ -343,6 +344,8 @@ def main():
         a.out = "models/palm-lines/metrics.json" if a.split == "test" else os.path.join(os.path.dirname(a.ckpt), "metrics_val.json")
     torch.set_num_threads(int(os.environ.get("TORCH_THREADS", "2")))
     net = exp.load_net(a.ckpt)
+    if net.frame_side != FRAME_SIDE:   # its validation sets are drawn at this run's frame
+        raise SystemExit(f"evaluate: {a.ckpt} was trained at frame side {net.frame_side}, SYNTH_FRAME is {FRAME_SIDE}")
     if a.tune:
         tune_canonical(net, a.data, a.calib, one_se=a.one_se, min_backs=a.min_backs)
         return

@@ -15,6 +15,7 @@ import onnx
 import torch
 
 from training.model import WithSigmoid, net_of
+from training.synth import DEFAULT_FRAME_SIDE, FRAME_SIDE
 
 MODEL_NAME = "palm-lines"
 MODEL_VERSION = "2.0.0"
@@ -34,7 +35,7 @@ def load_calib(path):
     return c
 
 
-def metadata(calib, size=256):
+def metadata(calib, size=256, frame=DEFAULT_FRAME_SIDE):
     return {
         "model_name": MODEL_NAME,
         "model_version": MODEL_VERSION,
@@ -47,6 +48,8 @@ def metadata(calib, size=256):
         "detection": json.dumps(calib["detection"]),
         "crop": json.dumps(calib["crop"]),
         **({"grow": json.dumps(calib["grow"])} if "grow" in calib else {}),
+        # Named only where it is not the engine's default, so that a 1.7 file's metadata is as before.
+        **({"frame_side": str(frame)} if frame != DEFAULT_FRAME_SIDE else {}),
     }
 
 
@@ -55,7 +58,19 @@ def load_net(ckpt):
     net = net_of(sd)
     net.load_state_dict(sd["model"])
     net.view_size = sd.get("size", 256)
+    net.frame_side = frame_of(sd)
     return net.eval()
+
+
+def frame_of(sd):
+    """The frame side a checkpoint was trained at (its "frame"; 1.7 before SYNTH_FRAME existed)."""
+    return sd.get("frame", DEFAULT_FRAME_SIDE)
+
+
+def check_frame(sd, what):
+    """A checkpoint trained at another frame side than this run's (SYNTH_FRAME) cannot go on in it."""
+    if frame_of(sd) != FRAME_SIDE:
+        raise SystemExit(f"{what} was trained at frame side {frame_of(sd)}, this run's is {FRAME_SIDE} (SYNTH_FRAME)")
 
 
 def view_size(net):
@@ -79,14 +94,14 @@ def export_onnx(net, out, calib=None, opset=13):
                           opset_version=opset, do_constant_folding=True)
     m = onnx.load(tmp)
     m.producer_name = "palm-lines-training"
-    return save_with_metadata(m, out, calib, side)
+    return save_with_metadata(m, out, calib, side, getattr(net, "frame_side", DEFAULT_FRAME_SIDE))
 
 
-def save_with_metadata(m, out, calib, size=256):
-    """Replace the model's metadata_props with the contract's (metadata(calib, size)), check the model
+def save_with_metadata(m, out, calib, size=256, frame=DEFAULT_FRAME_SIDE):
+    """Replace the model's metadata_props with the contract's (metadata(calib, size, frame)), check the model
     and write it to `out` atomically: readers never see a half-written model."""
     del m.metadata_props[:]
-    for k, v in metadata(calib, size).items():
+    for k, v in metadata(calib, size, frame).items():
         e = m.metadata_props.add()
         e.key, e.value = k, v
     onnx.checker.check_model(m)
@@ -100,12 +115,17 @@ def restamp(src, out, calib):
     """A released file with new calibration metadata (and MODEL_VERSION): the graph and weights
     are copied unchanged, only metadata_props are replaced."""
     m = onnx.load(src)
-    return save_with_metadata(m, out, calib, input_size_of(m))
+    return save_with_metadata(m, out, calib, input_size_of(m), frame_side_of(m))
 
 
 def input_size_of(m):
     """The view side a loaded ONNX model's metadata names (256 where it names none)."""
     return int({p.key: p.value for p in m.metadata_props}.get("input_size", "256"))
+
+
+def frame_side_of(m):
+    """The frame side a loaded ONNX model's metadata names (1.7 where it names none)."""
+    return float({p.key: p.value for p in m.metadata_props}.get("frame_side", DEFAULT_FRAME_SIDE))
 
 
 def verify(net, path, n=2, seed=0):

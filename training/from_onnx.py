@@ -17,7 +17,7 @@ import onnx
 import torch
 from onnx import numpy_helper
 
-from training.export import input_size_of
+from training.export import frame_side_of, input_size_of
 from training.model import PalmUNet
 from training.train import load_shards, to_tensors
 
@@ -105,7 +105,8 @@ def main():
     diff = float((ref - got).abs().max())
     print(f"rebuilt from {a.onnx}: max |p_onnx - p_rebuilt| = {diff:.2e} on {len(x)} training samples")
     assert diff < 1e-3
-    torch.save({"model": net.state_dict(), "arch": net.arch, "step": 0, "size": input_size_of(onnx.load(a.onnx)),
+    m = onnx.load(a.onnx)
+    torch.save({"model": net.state_dict(), "arch": net.arch, "step": 0, "size": input_size_of(m), "frame": frame_side_of(m),
                 "from_onnx": a.onnx}, a.out)
     print("->", a.out)
 

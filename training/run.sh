@@ -21,8 +21,17 @@ export MALLOC_MMAP_THRESHOLD_="${MALLOC_MMAP_THRESHOLD_:-1073741824}" MALLOC_TRI
 # VIEW: the side of the palm view the from-nothing stages train at (issue 28, item 2; 256 unless set). Another
 # side draws its own data (SYNTH_OUT, box_views --size) under training/data/vVIEW, and the exported file's
 # input_size tells the engine to render its view at that side.
+# FRAME: the palm frame's side in palm sizes they train at (the engine's 1.7 unless set; item 2's tighter crop): a
+# smaller side shows the palm larger in the same view (1.3: 1.31x). Another side draws its own data (SYNTH_FRAME,
+# box_views --frame-side) under training/data/vVIEWfFRAME, the training's pixel constants follow the palm
+# (synth.palm_px), and the exported file's frame_side tells the engine to frame its view alike.
 VIEW=${VIEW:-256}
-if [ "$VIEW" = 256 ]; then D=${DATA:-training/data}; else D=${DATA:-training/data/v$VIEW}; export SYNTH_OUT=$VIEW; fi
+FRAME=${FRAME:-1.7}
+if [ "$VIEW" = 256 ] && [ "$FRAME" = 1.7 ]; then D=${DATA:-training/data}
+else
+  D=${DATA:-training/data/v$VIEW}; [ "$FRAME" = 1.7 ] || D=${DATA:-training/data/v${VIEW}f$FRAME}
+  export SYNTH_OUT=$VIEW SYNTH_FRAME=$FRAME
+fi
 RUN=${RUN:-training/runs/main}
 MODEL=${MODEL:-$RUN/palm-lines.onnx}
 CALIB=${CALIB:-$RUN/calibration.json}
@@ -104,7 +113,7 @@ GEN_WORKERS=${GEN_WORKERS:-2}
 synth3k() { [ -f "$D/canon30_3k/shard_0005.npz" ] || $PY -m training.generate --out "$D/canon30_3k" --n 3000 --seed 30 --kind 3 --fades --workers "$GEN_WORKERS"; }
 backs31() { [ -f "$D/canonneg31/shard_0001.npz" ] || $PY -m training.generate --out "$D/canonneg31" --n 1000 --seed 31 --kind 4 --fades --workers "$GEN_WORKERS"; }
 # The box set's training part as canonical views (read from ../shared, written under $D only).
-boxviews() { [ -f "$D/boxes_train/meta.json" ] || node --import tsx training/box_views.ts --out "$D/boxes_train" --size "$VIEW"; }
+boxviews() { [ -f "$D/boxes_train/meta.json" ] || node --import tsx training/box_views.ts --out "$D/boxes_train" --size "$VIEW" --frame-side "$FRAME"; }
 # finetune FROM RUN SYNTH OUT VERSION [train_real options]: the ONNX file FROM rebuilt as RUN/init.pt,
 # fine-tuned by train_real on SYNTH and the box set's training part, exported to OUT as VERSION with
 # 2.0.0's calibration.
@@ -244,9 +253,11 @@ scratch_train() {
 # bar), the one with the most agreeing lines net of those drawn wrong there (issue 28, item 5: a value that trades a
 # wrong line for a right one ties), ties to the later one listed (the stricter). None: the synthetic tune's value stays.
 MIN_CONF_TRIED=${MIN_CONF_TRIED:-"0.5 0.6 0.7"}
-# MIN_PIXELS_TRIED counts pixels of the view: its default is 40 70 100 130 at 256 px, times (VIEW/256)^2 at another
-# side (as evaluate.py scales its own grid), else a 384 px view would try values 2.25x laxer than a 256 px one.
-MIN_PIXELS_TRIED=${MIN_PIXELS_TRIED:-$(for v in 40 70 100 130; do printf '%s ' $(((v * VIEW * VIEW + 32768) / 65536)); done)}
+# MIN_PIXELS_TRIED counts pixels of the view: its default is 40 70 100 130 at 256 px and frame side 1.7, times
+# (VIEW/256 x 1.7/FRAME)^2 at another (as evaluate.py scales its own grid), else a 384 px view would try values 2.25x
+# laxer than a 256 px one.
+MIN_PIXELS_TRIED=${MIN_PIXELS_TRIED:-$(for v in 40 70 100 130; do
+  awk -v v="$v" -v s="$VIEW" -v f="$FRAME" 'BEGIN { printf "%d ", v * (s / 256 * 1.7 / f) ^ 2 + 0.5 }'; done)}
 MIN_BACKS=${MIN_BACKS:-0.98}
 # pick_one KEY VALUE CKPT CALIB VALDATA: CALIB with KEY set to VALUE, exported, read on the synthetic validation backs
 # and on the held-out training photos, into CALIB's folder.

@@ -693,8 +693,17 @@ def crop_view(rng, box, jitter=True, margin=None):
 # from MediaPipe landmarks w = 0 (wrist), m = 9 (middle MCP), i = 5 (index MCP), p = 17 (little
 # MCP): +y runs from m toward w, +x across it, mirrored where needed so the index is on +x (every
 # hand seen as a right palm); centre (w + m) / 2; side FRAME_SIDE x max(|m - w|, FRAME_WIDTH x |i - p|).
-FRAME_SIDE = 1.7
+# The side is the engine's FRAME_SIDE (1.7) unless SYNTH_FRAME sets another (training/run.sh FRAME; issue 28, item 2):
+# a smaller side shows the palm larger in the same view, and the exported file says so (frame_side).
+DEFAULT_FRAME_SIDE = 1.7
+FRAME_SIDE = float(os.environ.get("SYNTH_FRAME", DEFAULT_FRAME_SIDE))
 FRAME_WIDTH = 1.3
+
+
+def palm_px(side):
+    """Pixels of a view `side` px across at FRAME_SIDE per pixel of the 256 px view at 1.7: what a length on the
+    palm given in the latter's pixels (the training's pixel constants) is in the former's."""
+    return side / 256 * DEFAULT_FRAME_SIDE / FRAME_SIDE
 # Where MediaPipe's landmarks sit on the generator's hand (canonical units, palm width ~1):
 # the wrist at the middle of the wrist crease, each MCP joint MCP_DROP below its finger's base.
 MCP_DROP = 0.10

@@ -18,6 +18,7 @@ import torch
 from training.model import (BASE_ARCH, HandUNet, PalmUNet, add_bf16_option, arch_at, bf16_layout, count_params,
                             logits_of, loss_fn, net_of, param_groups)
 from training import export as exp
+from training.synth import FRAME_SIDE
 
 
 def shard_files(dirs):
@@ -155,6 +156,8 @@ def main():
 
     # A resumed or initialised run keeps its checkpoint's shape; --width shapes a new network only.
     sd = torch.load(a.resume or a.init, map_location="cpu") if (a.resume or a.init) else None
+    if sd is not None:
+        exp.check_frame(sd, a.resume or a.init)
     if sd is not None and a.width != 1.0 and {k: sd.get("arch", BASE_ARCH)[k] for k in BASE_ARCH} != arch_at(a.width):
         raise SystemExit(f"train: --width {a.width} does not match the network of {a.resume or a.init}")
     new_net = (lambda: HandUNet()) if a.encoder == "hand" else (lambda: PalmUNet(**arch_at(a.width)))
@@ -180,7 +183,7 @@ def main():
 
     def save(step, name="last.pt"):
         save_checkpoint({"model": net.state_dict(), "opt": opt.state_dict(), "arch": net.arch, "step": step,
-                         "size": net.view_size, "args": vars(a)}, os.path.join(a.out, name))
+                         "size": net.view_size, "frame": FRAME_SIDE, "args": vars(a)}, os.path.join(a.out, name))
         if a.export:
             exp.export_onnx(net, a.export, exp.load_calib(a.calib))
             set_train()

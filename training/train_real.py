@@ -50,10 +50,13 @@ import torch.nn.functional as F
 
 from training import export as exp
 from training import real_boxes
+from training.synth import DEFAULT_FRAME_SIDE, FRAME_SIDE, palm_px
 from training.model import add_bf16_option, bf16_layout, count_params, logits_of, loss_fn, net_of, param_groups
 from training.train import WeightAverage, load_shards, lr_at, make_batch, save_checkpoint, shard_files
 
 HELD_OUT = "45"
+# A landmark error moves the frame by a share of the palm: in shares of a tighter frame's view, by as much more.
+FRAME_SCALE = DEFAULT_FRAME_SIDE / FRAME_SIDE
 W_OUT, W_SPAN, W_THIN, W_PALM = 1.0, 1.0, 0.05, 0.5
 # A line's probability mass in the 256 px canonical view: about 100 px long, 3 px wide. A view of
 # side S (box_views --size, SYNTH_OUT) scales it by (S/256)^2 (line_mass): its lines are as much
@@ -71,13 +74,14 @@ CONS_CELL = 4
 
 
 def line_mass(side):
-    """LINE_MASS for a view `side` px across (exactly LINE_MASS at 256)."""
-    return LINE_MASS * (side / 256) ** 2
+    """LINE_MASS for a view `side` px across at the run's frame (exactly LINE_MASS at 256 and 1.7)."""
+    return LINE_MASS * palm_px(side) ** 2
 
 
 def px_at(px, side):
-    """A length of `px` pixels in the 256 px view, for a view `side` px across (exactly `px` at 256, at least 1)."""
-    return max(1, round(px * side / 256))
+    """A length of `px` pixels in the 256 px view at 1.7, for a view `side` px across at the run's frame (exactly
+    `px` at 256 and 1.7, at least 1)."""
+    return max(1, round(px * palm_px(side)))
 
 
 def thin_pseudo(t):
@@ -181,11 +185,11 @@ def jitter(rng, img, lab, palm, teach, cut=None):
     landmarks move it. Returns the warp m (2x3, view pixels to warped pixels) last."""
     s = img.shape[0]
     if cut is None:
-        ang = rng.uniform(-8, 8); sc = math.exp(rng.uniform(-0.1, 0.1)); sh = rng.uniform(-0.04, 0.04, 2) * s
+        ang = rng.uniform(-8, 8); sc = math.exp(rng.uniform(-0.1, 0.1)); sh = rng.uniform(-0.04, 0.04, 2) * s * FRAME_SCALE
     else:
         img = img * cut[..., None]; palm = palm * cut
         ang = rng.uniform(-CLOSEUP_ROT, CLOSEUP_ROT); sc = math.exp(rng.uniform(*np.log(CLOSEUP_ZOOM)))
-        sh = rng.uniform(-CLOSEUP_SHIFT, CLOSEUP_SHIFT, 2) * s
+        sh = rng.uniform(-CLOSEUP_SHIFT, CLOSEUP_SHIFT, 2) * s * FRAME_SCALE
     m = cv2.getRotationMatrix2D((s / 2, s / 2), ang, sc); m[:, 2] += sh
     img = cv2.warpAffine(img, m, (s, s), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT, borderValue=0)
     palm = cv2.warpAffine(palm, m, (s, s), flags=cv2.INTER_LINEAR, borderValue=0)
@@ -310,6 +314,7 @@ def main():
     print(f"synthetic {len(ims)}, real {len(train_idx)} for training ({len(r_meta) - len(train_idx)} held out)", flush=True)
 
     sd = torch.load(a.resume or a.init, map_location="cpu")
+    exp.check_frame(sd, a.resume or a.init)
     net = net_of(sd).to(a.device)   # the starting model's shape (train.py --width)
     net.view_size = r_ims.shape[1]  # saved with it: the exported file's input_size
     net = bf16_layout(net, a.bf16, a.device)
@@ -376,7 +381,7 @@ def main():
 
     def save(step, name="last.pt"):
         save_checkpoint({"model": net.state_dict(), "opt": opt.state_dict(), "arch": net.arch, "step": step,
-                         "size": net.view_size, "elapsed": time.time() - t_start, "args": vars(a),
+                         "size": net.view_size, "frame": FRAME_SIDE, "elapsed": time.time() - t_start, "args": vars(a),
                          **({"ema": ema.state()} if ema else {})},
                         os.path.join(a.out, name))
         if a.export:
@@ -463,7 +468,8 @@ def main():
     save(done)
     save(done, "final.pt")
     if ema:   # the averaged weights in final.pt's form: export, evaluate and run.sh read either file alike
-        save_checkpoint({"model": ema.avg, "arch": net.arch, "step": done, "size": net.view_size, "args": vars(a)},
+        save_checkpoint({"model": ema.avg, "arch": net.arch, "step": done, "size": net.view_size, "frame": FRAME_SIDE,
+                         "args": vars(a)},
                         os.path.join(a.out, "final_ema.pt"))
     el = time.time() - t0
     with open(os.path.join(a.out, "train_info.json"), "w") as f:
