@@ -28,7 +28,7 @@ import onnx
 import torch
 
 from training import export as exp
-from training.synth import FRAME_SIDE, palm_px
+from training.synth import check_frame, palm_px
 from training.line_rules import grow_line, largest_cc, palm_distance, palm_share, select_line
 from training.train import load_shards, to_tensors
 
@@ -344,8 +344,7 @@ def main():
         a.out = "models/palm-lines/metrics.json" if a.split == "test" else os.path.join(os.path.dirname(a.ckpt), "metrics_val.json")
     torch.set_num_threads(int(os.environ.get("TORCH_THREADS", "2")))
     net = exp.load_net(a.ckpt)
-    if net.frame_side != FRAME_SIDE:   # its validation sets are drawn at this run's frame
-        raise SystemExit(f"evaluate: {a.ckpt} was trained at frame side {net.frame_side}, SYNTH_FRAME is {FRAME_SIDE}")
+    check_frame(net.frame_side, f"evaluate: {a.ckpt} was trained")   # its validation sets are drawn at this run's frame
     if a.tune:
         tune_canonical(net, a.data, a.calib, one_se=a.one_se, min_backs=a.min_backs)
         return

@@ -15,7 +15,8 @@ import onnx
 import torch
 
 from training.model import WithSigmoid, net_of
-from training.synth import DEFAULT_FRAME_SIDE, FRAME_SIDE
+from training import synth
+from training.synth import DEFAULT_FRAME_SIDE
 
 MODEL_NAME = "palm-lines"
 MODEL_VERSION = "2.0.0"
@@ -69,8 +70,7 @@ def frame_of(sd):
 
 def check_frame(sd, what):
     """A checkpoint trained at another frame side than this run's (SYNTH_FRAME) cannot go on in it."""
-    if frame_of(sd) != FRAME_SIDE:
-        raise SystemExit(f"{what} was trained at frame side {frame_of(sd)}, this run's is {FRAME_SIDE} (SYNTH_FRAME)")
+    synth.check_frame(frame_of(sd), f"{what} was trained")
 
 
 def view_size(net):

@@ -14,7 +14,7 @@ import os
 import numpy as np
 import cv2
 
-from training.synth import DEFAULT_FRAME_SIDE, FRAME_SIDE
+from training.synth import DEFAULT_FRAME_SIDE, check_frame
 
 LINES = ("heart", "head", "life")
 # eval:boxes' agreement rule (scripts/box-agreement.json, read by scripts/eval-boxes.ts too). The
@@ -31,10 +31,7 @@ SLICE_MARGIN = 0.08
 def load(folder):
     meta = json.load(open(os.path.join(folder, "meta.json")))
     s = meta["size"]
-    frame = meta.get("frame_side", DEFAULT_FRAME_SIDE)
-    if frame != FRAME_SIDE:
-        raise SystemExit(f"{folder} was rendered at frame side {frame}, this run's is {FRAME_SIDE} "
-                         "(SYNTH_FRAME and box_views --frame-side must agree)")
+    check_frame(meta.get("frame_side", DEFAULT_FRAME_SIDE), f"{folder} was rendered")   # by box_views --frame-side
     raw = np.fromfile(os.path.join(folder, "images.bin"), np.uint8)
     images = raw.reshape(-1, s, s, 3)
     return images, meta["samples"]

@@ -704,6 +704,12 @@ def palm_px(side):
     """Pixels of a view `side` px across at FRAME_SIDE per pixel of the 256 px view at 1.7: what a length on the
     palm given in the latter's pixels (the training's pixel constants) is in the former's."""
     return side / 256 * DEFAULT_FRAME_SIDE / FRAME_SIDE
+
+
+def check_frame(frame, what):
+    """Data or weights made at another frame side than this run's cannot go into it: `what` ("X was rendered") names them."""
+    if frame != FRAME_SIDE:
+        raise SystemExit(f"{what} at frame side {frame}, this run's is {FRAME_SIDE} (SYNTH_FRAME)")
 # Where MediaPipe's landmarks sit on the generator's hand (canonical units, palm width ~1):
 # the wrist at the middle of the wrist crease, each MCP joint MCP_DROP below its finger's base.
 MCP_DROP = 0.10
