@@ -2,7 +2,8 @@
 
     /usr/bin/python3 -m training.generate --out training/data/train --n 8000 --seed 1
 Each shard holds `images` (N,256,256,3 uint8 RGB), `masks` (N,256,256 uint8 bitfield: bit0 palm,
-bit1 heart, bit2 head, bit3 life) and `kinds` (N uint8: 0 scene, 1 crop, 2 negative).
+bit1 heart, bit2 head, bit3 life), `kinds` (N uint8: 0 scene, 1 crop, 2 negative) and `frame_side` (the palm frame's
+side it was drawn at, synth.FRAME_SIDE; a shard without it was drawn at 1.7, before SYNTH_FRAME existed).
 Sample i depends only on (seed, i), so output is identical for any --workers.
 """
 import argparse
@@ -33,7 +34,7 @@ def generate(out, n, seed, workers=2, kind=None, shard=SHARD, mix=synth.DEFAULT_
     with Pool(workers) as pool:
         for j, (im, m, k) in enumerate(pool.imap(_make, jobs)):
             tmp = os.path.join(out, f"tmp_{j:04d}.npz")
-            np.savez(tmp, images=im, masks=m, kinds=k)
+            np.savez(tmp, images=im, masks=m, kinds=k, frame_side=synth.FRAME_SIDE)
             os.replace(tmp, os.path.join(out, f"shard_{j:04d}.npz"))   # readers never see partial shards
             print(f"shard {j+1}/{len(jobs)} ({jobs[j][2]} samples, {time.time()-t0:.0f}s)", flush=True)
     return time.time() - t0

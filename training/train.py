@@ -18,7 +18,7 @@ import torch
 from training.model import (BASE_ARCH, HandUNet, PalmUNet, add_bf16_option, arch_at, bf16_layout, count_params,
                             logits_of, loss_fn, net_of, param_groups)
 from training import export as exp
-from training.synth import FRAME_SIDE
+from training.synth import DEFAULT_FRAME_SIDE, FRAME_SIDE, check_frame
 
 
 def shard_files(dirs):
@@ -33,6 +33,8 @@ def load_shards(dirs, limit=None, files=None):
     ims, ms, ks = [], [], []
     for f in files:
         z = np.load(f)
+        # A shard drawn in another palm frame would teach lines a third off their size (frame-side.spec).
+        check_frame(float(z["frame_side"]) if "frame_side" in z.files else DEFAULT_FRAME_SIDE, f"{f} was drawn")
         ims.append(z["images"]); ms.append(z["masks"]); ks.append(z["kinds"])
     ims, ms, ks = np.concatenate(ims), np.concatenate(ms), np.concatenate(ks)
     if limit:

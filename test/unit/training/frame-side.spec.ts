@@ -64,7 +64,7 @@ describe.skipIf(!hasPackages)("frame side (SYNTH_FRAME)", () => {
     expect(parseModelMetadata(tight).frameSide).toBe(1.3);
   });
 
-  it("refuses box views rendered in another frame, and weights trained in another", () => {
+  it("refuses synthetic shards and box views drawn in another frame, and weights trained in another", () => {
     const dir = mkdtempSync(join(tmpdir(), "frame-side-"));
     dirs.push(dir);
     // Box views as box_views.ts wrote them before --frame-side: no frame_side, so 1.7.
@@ -75,6 +75,24 @@ describe.skipIf(!hasPackages)("frame side (SYNTH_FRAME)", () => {
     const refused = py(load, "1.3");
     expect(refused.status).not.toBe(0);
     expect(refused.stderr).toMatch(/rendered at frame side 1\.7, this run's is 1\.3/);
+
+    // Synthetic shards: generate.py names the frame it drew them in; a shard without the name is 1.7's.
+    const drawn = join(dir, "drawn");
+    const generated = py(`from training.generate import generate; generate(${JSON.stringify(drawn)}, 2, 7, 1, 3)`, "1.3");
+    expect(generated.status, generated.stderr).toBe(0);
+    const keyless = join(dir, "keyless");
+    const made = py(
+      `import numpy as np, os; os.makedirs(${JSON.stringify(keyless)}); z = np.load(${JSON.stringify(join(drawn, "shard_0000.npz"))}); ` +
+        `np.savez(${JSON.stringify(join(keyless, "shard_0000.npz"))}, images=z["images"], masks=z["masks"], kinds=z["kinds"])`,
+    );
+    expect(made.status, made.stderr).toBe(0);
+    const shards = (d: string) => `from training.train import load_shards; print(len(load_shards(${JSON.stringify(d)})[0]))`;
+    expect(py(shards(drawn), "1.3").stdout.trim()).toBe("2");
+    const mixed = py(shards(drawn));
+    expect(mixed.status).not.toBe(0);
+    expect(mixed.stderr).toMatch(/shard_0000\.npz was drawn at frame side 1\.3, this run's is 1\.7/);
+    expect(py(shards(keyless)).stdout.trim()).toBe("2");
+    expect(py(shards(keyless), "1.3").stderr).toMatch(/was drawn at frame side 1\.7, this run's is 1\.3/);
 
     const weights = `from training import export; export.check_frame({"frame": 1.3}, "a/final.pt"); print("ok")`;
     expect(py(weights, "1.3").stdout).toContain("ok");
