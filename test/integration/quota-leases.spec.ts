@@ -107,24 +107,26 @@ describe("leases", () => {
     const server = await startServerProcess({
       REDIS_URL: redis.url,
       PALM_REDIS_PREFIX: prefix,
-      PALM_QUOTA_LEASE_MS: "1500",
+      PALM_QUOTA_LEASE_MS: "3000", // renewed every second: a busy machine's stall must not let it lapse
       PALM_WORKERS: "1",
       PALM_MAX_QUEUE: "4",
       PALM_PLAN_LIMITS: JSON.stringify(PLANS),
     });
     defer(() => server.kill("SIGKILL"));
-    // 12 MP photos: each analysis takes a few hundred ms, so three stay in flight for a while.
+    // 12 MP photos: each analysis takes a few hundred ms, so three stay in flight for a while. On a
+    // machine busy with other work the three are charged later and the first may be answered
+    // before the kill (a CI run beside a training run took over 20 s): it keeps its unit.
     const big = { image: (await makeHandPhoto()).toString("base64") };
     const calls = Array.from({ length: 3 }, () => postAnalyze(server.url, big, { "x-api-key": key }).catch(() => undefined));
-    await expect.poll(() => store.usage("acme", quotaPeriodOf()), { timeout: 20_000, interval: 10 }).toBe(3);
+    await expect.poll(() => store.usage("acme", quotaPeriodOf()), { timeout: 60_000, interval: 10 }).toBe(3);
     server.kill("SIGKILL");
     await server.exited;
     const answered = (await Promise.all(calls)).filter((r) => r?.res.status === 200).length;
-    expect(answered).toBe(0);
-    // Nobody renews the three pending units any more: Redis drops them when the lease passes.
+    expect(answered).toBeLessThan(3);
+    // Nobody renews the pending units any more: Redis drops them when the lease passes.
     expect(await store.usage("acme", quotaPeriodOf())).toBe(3);
-    await expect.poll(() => store.usage("acme", quotaPeriodOf()), { timeout: 5000, interval: 100 }).toBe(answered);
-  });
+    await expect.poll(() => store.usage("acme", quotaPeriodOf()), { timeout: 10_000, interval: 100 }).toBe(answered);
+  }, 120_000);
 
   it("keeps the unit of a request that runs longer than the lease, renewing it", async () => {
     const store = await openStore();
