@@ -11,7 +11,17 @@ import { emptyMask } from "../image/mask.js";
 import { preprocessFrame, resizeToFit, type TensorSpec } from "../image/preprocess.js";
 import type { Point } from "../landmarks/geometry.js";
 import { createHandLandmarker, facing, type HandDetection } from "../landmarks/hand-landmarker.js";
-import { INDEX_MCP, PINKY_MCP, type PalmFrame, frameToImage, imageToFrame, palmFrame, palmWidth } from "../landmarks/palm-frame.js";
+import {
+  INDEX_MCP,
+  PINKY_MCP,
+  type PalmFrame,
+  closeupLandmarks,
+  shareInside,
+  frameToImage,
+  imageToFrame,
+  palmFrame,
+  palmWidth,
+} from "../landmarks/palm-frame.js";
 import {
   ALL_IMAGES,
   LINE_NAMES,
@@ -248,14 +258,18 @@ export async function analyzeImage(
   const confirm = async (found: Pick<HandDetection, "landmarks" | "handedness">): Promise<PalmReading | undefined> => {
     lap("landmarks");
     const palmHand = toPhoto(found);
-    const frame = palmFrame(palmHand.landmarks, meta.frameSide);
+    const frameMarks = closeupLandmarks(palmHand.landmarks, width, height);
+    const frame = palmFrame(frameMarks, meta.frameSide);
+    // A close-up's view runs past the photo's edge: its palm share is judged against the part inside it
+    // (pipeline.spec "judges a close-up's palm over the part of its view inside the photo").
+    const inside = frameMarks === palmHand.landmarks ? 1 : shareInside(frame, width, height);
     const fits = (frame.side * view.width) / width >= VIEW_MIN_SCALE * S;
     const tensor = await preprocessFrame(fits ? view : await fullSize(), frame, spec, header);
     lap("preprocess");
     const probs = await model.run(tensor);
     lap("inference");
     const palm = channel(probs, meta.channels.palm, S);
-    const confirmed = meta.cropMinPalm <= 0 || palmShare(palm, S, meta.thresholds.palm) >= meta.cropMinPalm;
+    const confirmed = meta.cropMinPalm <= 0 || palmShare(palm, S, meta.thresholds.palm) >= meta.cropMinPalm * inside;
     return confirmed ? { found, hand: palmHand, frame, tensor, probs, palm } : undefined;
   };
   const found = await engine.hands.detect(small.data, small.width, small.height, async (palm) => {

@@ -19,6 +19,7 @@ export const FRAME_WIDTH = 1.3;
 export const WRIST = 0;
 export const INDEX_MCP = 5;
 export const MIDDLE_MCP = 9;
+export const RING_MCP = 13;
 export const PINKY_MCP = 17;
 
 /**
@@ -87,4 +88,74 @@ export function squareFrame(box: { x: number; y: number; side: number }): PalmFr
 export function palmWidth(landmarks: readonly Point[]): number {
   const d = sub(landmarks[INDEX_MCP], landmarks[PINKY_MCP]);
   return Math.hypot(d[0], d[1]);
+}
+
+/**
+ * Below this room beyond the knuckles (knuckleRoom) a photo is a close-up: on 348 of the box set's training photos,
+ * 4 of 346 whole photos fell under it and 8 of 670 close-ups over it (docs/decisions/closeup-frames.md).
+ */
+export const CLOSEUP_MARGIN = 0.45;
+/** The wrist's move on a close-up: exp(a + b ln(|9 - 0| / |5 - 17|)), within [1, CLOSEUP_MAX_MOVE]. */
+const CLOSEUP_A = 0.191;
+const CLOSEUP_B = -0.263;
+const CLOSEUP_MAX_MOVE = 1.3;
+
+/** margin is how far `p` lies from the edge of a width x height photo along the unit vector `u`; 0 outside it. */
+function margin(p: Point, u: Point, width: number, height: number): number {
+  if (p[0] < 0 || p[1] < 0 || p[0] > width || p[1] > height) return 0;
+  let t = Infinity;
+  for (const [k, lim] of [
+    [0, width],
+    [1, height],
+  ] as const) {
+    if (Math.abs(u[k]) < 1e-9) continue;
+    t = Math.min(t, ((u[k] > 0 ? lim : 0) - p[k]) / u[k]);
+  }
+  return t;
+}
+
+/**
+ * knuckleRoom is the room a width x height photo leaves beyond the four knuckles, toward the fingers, in lengths
+ * of wrist to middle knuckle (0 where a knuckle lies outside the photo).
+ */
+export function knuckleRoom(landmarks: readonly Point[], width: number, height: number): number {
+  const up = sub(landmarks[MIDDLE_MCP], landmarks[WRIST]);
+  const d = Math.hypot(up[0], up[1]);
+  if (d < 1e-6) return 0;
+  const toFingers: Point = [up[0] / d, up[1] / d];
+  return Math.min(...[INDEX_MCP, MIDDLE_MCP, RING_MCP, PINKY_MCP].map((i) => margin(landmarks[i], toFingers, width, height))) / d;
+}
+
+/**
+ * closeupLandmarks are the landmarks a frame is derived from on a width x height photo: the model's own, except
+ * where the photo ends within CLOSEUP_MARGIN beyond the knuckles (the fingers out of it). There the landmark model
+ * puts the wrist too close to the knuckles, so the frame comes out too small and the lines wrong; the wrist is
+ * moved out along the palm's axis, the more the shorter the palm is against its knuckle span. Fitted on the box
+ * set's training part (docs/decisions/closeup-frames.md); whole photos keep their landmarks, the same array.
+ * Pinned by test/unit/landmarks/palm-frame.spec.ts ("closeupLandmarks()"). Only the frame uses them: answers and
+ * traits keep the model's own.
+ */
+export function closeupLandmarks(landmarks: readonly Point[], width: number, height: number): readonly Point[] {
+  const w = landmarks[WRIST];
+  const m = landmarks[MIDDLE_MCP];
+  const up = sub(m, w);
+  const d = Math.hypot(up[0], up[1]);
+  const span = Math.hypot(...sub(landmarks[INDEX_MCP], landmarks[PINKY_MCP]));
+  if (d < 1e-6 || span < 1e-6 || knuckleRoom(landmarks, width, height) >= CLOSEUP_MARGIN) return landmarks;
+  const move = Math.min(Math.max(Math.exp(CLOSEUP_A + CLOSEUP_B * Math.log(d / span)), 1), CLOSEUP_MAX_MOVE);
+  const out = landmarks.slice();
+  out[WRIST] = [m[0] - up[0] * move, m[1] - up[1] * move];
+  return out;
+}
+
+/** shareInside is the share of `frame`'s square that lies inside a width x height photo (16 x 16 samples). */
+export function shareInside(frame: PalmFrame, width: number, height: number): number {
+  let n = 0;
+  for (let i = 0; i < 16; i++) {
+    for (let j = 0; j < 16; j++) {
+      const [x, y] = frameToImage(frame, 16, i, j);
+      if (x >= 0 && y >= 0 && x <= width && y <= height) n++;
+    }
+  }
+  return n / 256;
 }

@@ -5,7 +5,7 @@ import { LINE_NAMES, type LineName } from "../../../src/inference/analyzer-types
 import { parseModelMetadata } from "../../../src/inference/model-metadata.js";
 import { analyzeImage, type HandDetector, type PipelineEngine, type PipelineModel } from "../../../src/inference/pipeline.js";
 import type { Point } from "../../../src/landmarks/geometry.js";
-import { palmFrame } from "../../../src/landmarks/palm-frame.js";
+import { closeupLandmarks, palmFrame } from "../../../src/landmarks/palm-frame.js";
 import { decodeMask, fixtureImage, tolerantF1, trueMask } from "./fixtures.js";
 
 /** The stats of a line not reported, with its reason. */
@@ -58,9 +58,11 @@ function landmarksFor(pose: Pose): Point[] {
   const lm: Point[] = Array.from({ length: 21 }, () => at(0, 0));
   lm[0] = at(0, d / 2);
   lm[9] = at(0, -d / 2);
-  lm[5] = at(sx * 0.3 * d, -d / 2);
-  lm[17] = at(-sx * 0.3 * d, -d / 2);
-  lm[13] = at(-sx * 0.15 * d, -d / 2);
+  // The knuckles a little toward the index, as on a hand: the fixtures' heart lines start near the middle of the view,
+  // and the anatomy veto's midline (halfway between 5 and 17) must not split hairs there.
+  lm[5] = at(sx * 0.35 * d, -d / 2);
+  lm[17] = at(-sx * 0.25 * d, -d / 2);
+  lm[13] = at(-sx * 0.1 * d, -d / 2);
   return lm;
 }
 
@@ -100,7 +102,8 @@ function oracle(
   const S = metadata.inputSize; // the view the engine renders for this model
   const lines = pack(truth.heart, truth.head, truth.life, w, h);
   const palm = pack(truth.palm, truth.palm, truth.palm, w, h);
-  const frame = palmFrame(landmarksFor(pose), metadata.frameSide); // the frame it was trained in
+  // The frame the engine renders: a close-up's (these fixtures fill the photo) with its wrist moved out.
+  const frame = palmFrame(closeupLandmarks(landmarksFor(pose), w, h), metadata.frameSide);
   const model = {
     metadata,
     calls: 0,
@@ -351,6 +354,50 @@ describe("analyzeImage()", () => {
     for (const line of LINE_NAMES) expect(unchecked.result.stats[line].detected, line).toBe(true);
     const confirmed = await analyzeImage(bytes, engine(oracle(truth, w, h, pose, { metadata: strict }), fakeHands(pose, w)));
     for (const line of LINE_NAMES) expect(confirmed.result.stats[line].detected, line).toBe(true);
+  });
+
+  it("judges a close-up's palm over the part of its view inside the photo", async () => {
+    // An upright right palm whose knuckles lie 50 px below the photo's top: its fingers are out of
+    // the photo, and the view (the wrist moved out, closeupLandmarks) runs past three edges.
+    const hand = (dy: number): Point[] => {
+      const lm: Point[] = Array.from({ length: 21 }, () => [200, 190 + dy] as Point);
+      lm[0] = [200, 330 + dy];
+      lm[5] = [270, 55 + dy];
+      lm[9] = [200, 50 + dy];
+      lm[13] = [145, 55 + dy];
+      lm[17] = [100, 65 + dy];
+      return lm;
+    };
+    const strict = parseModelMetadata({ ...META.raw, crop: '{"margin":0.15,"min_palm":0.5}' });
+    // A line model that sees palm on the upper 40% of its view, whatever it is shown: under min_palm 0.5 of the view.
+    const model: PipelineModel = {
+      metadata: strict,
+      async run() {
+        const out = new Float32Array(4 * S * S);
+        out.fill(1, 0, Math.round(0.4 * S) * S);
+        return out;
+      },
+    };
+    const read = async (height: number, landmarks: Point[]) => {
+      const bytes = await sharp({ create: { width: 400, height, channels: 3, background: "#b08070" } })
+        .jpeg()
+        .toBuffer();
+      const hands: HandDetector = {
+        async detect(_rgb, width) {
+          const k = width / 400;
+          return { landmarks: landmarks.map(([x, y]): Point => [x * k, y * k]), handedness: "right" };
+        },
+      };
+      return (await analyzeImage(bytes, engine(model, hands))).result;
+    };
+    // The close-up: about 70% of its view lies in the photo, so 40% of palm is over half of that.
+    const closeup = await read(400, hand(0));
+    expect(closeup.reason).not.toBe("no_hand");
+    expect(closeup.hand?.landmarks[0]).toEqual([200, 330]); // the answer keeps the model's own landmarks
+    // The same hand with room above its knuckles for the fingers is no close-up: its whole view is judged.
+    const whole = await read(600, hand(200));
+    expect(whole.reason).toBe("no_hand");
+    expect(whole.hand).toBeUndefined();
   });
 
   it("reads the palm a later search finds when the line model refuses the first", async () => {

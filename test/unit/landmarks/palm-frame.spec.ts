@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { Point } from "../../../src/landmarks/geometry.js";
-import { frameToImage, imageToFrame, palmFrame } from "../../../src/landmarks/palm-frame.js";
+import { closeupLandmarks, frameToImage, imageToFrame, palmFrame, shareInside } from "../../../src/landmarks/palm-frame.js";
 
 /** 21 landmarks of an upright right palm (fingers up, index on the image's right), wrist at (500, 900). */
 function uprightRightPalm(): Point[] {
@@ -87,5 +87,52 @@ describe("palmFrame()", () => {
     const [u2, v2] = imageToFrame(tight, 256, ...lm[5]);
     expect(u2 - 127.5).toBeCloseTo(((u1 - 127.5) * 1.7) / 1.3, 6);
     expect(v2 - 127.5).toBeCloseTo(((v1 - 127.5) * 1.7) / 1.3, 6);
+  });
+});
+
+describe("closeupLandmarks()", () => {
+  // uprightRightPalm's knuckles lie 540-580 px down, 340 px from the wrist: a 1000 x 1000 photo has room for the fingers.
+  it("keeps a whole hand's landmarks: the frame is the landmarks' own", () => {
+    const lm = uprightRightPalm();
+    expect(closeupLandmarks(lm, 1000, 1000)).toBe(lm);
+  });
+
+  it("moves a close-up's wrist out along the palm's axis, and no other landmark", () => {
+    // The same hand in a photo cut 60 px above the middle knuckle: the fingers are out of it.
+    const lm = uprightRightPalm().map(([x, y]): Point => [x, y - 480]);
+    const out = closeupLandmarks(lm, 1000, 1000);
+    expect(out).not.toBe(lm);
+    for (let k = 1; k < 21; k++) expect(out[k]).toEqual(lm[k]);
+    const before = Math.hypot(lm[0][0] - lm[9][0], lm[0][1] - lm[9][1]);
+    const after = Math.hypot(out[0][0] - lm[9][0], out[0][1] - lm[9][1]);
+    expect(after / before).toBeGreaterThan(1.02);
+    expect(after / before).toBeLessThanOrEqual(1.3);
+    // Along the axis: the moved wrist, the old one and the middle knuckle are on one line.
+    const cross = (lm[0][0] - lm[9][0]) * (out[0][1] - lm[9][1]) - (lm[0][1] - lm[9][1]) * (out[0][0] - lm[9][0]);
+    expect(Math.abs(cross) / (before * after)).toBeLessThan(1e-9);
+    // A larger frame: the palm is shown smaller than the close-up's own landmarks would.
+    expect(palmFrame(out).side).toBeGreaterThan(palmFrame(lm).side);
+  });
+
+  it("moves the wrist the same on a mirrored or turned close-up", () => {
+    const lm = uprightRightPalm().map(([x, y]): Point => [x, y - 480]);
+    const moved = closeupLandmarks(lm, 1000, 1000)[0];
+    const m = closeupLandmarks(mirror(lm, 1000), 1000, 1000)[0];
+    expect(m[0]).toBeCloseTo(1000 - moved[0], 6);
+    expect(m[1]).toBeCloseTo(moved[1], 6);
+    const t = closeupLandmarks(turn90(lm, 1000), 1000, 1000)[0];
+    const [x, y] = turn90([moved], 1000)[0];
+    expect(t[0]).toBeCloseTo(x, 6);
+    expect(t[1]).toBeCloseTo(y, 6);
+  });
+});
+
+describe("shareInside()", () => {
+  it("is 1 for a view inside the photo, and the part inside for one that runs past its edge", () => {
+    expect(shareInside({ centre: [500, 500], ex: [1, 0], ey: [0, 1], side: 400, mirrored: false }, 1000, 1000)).toBe(1);
+    // Centred on the left edge: the right half is inside.
+    expect(shareInside({ centre: [0, 500], ex: [1, 0], ey: [0, 1], side: 400, mirrored: false }, 1000, 1000)).toBe(0.5);
+    // Centred on a corner: a quarter.
+    expect(shareInside({ centre: [1000, 1000], ex: [0, 1], ey: [-1, 0], side: 400, mirrored: false }, 1000, 1000)).toBe(0.25);
   });
 });
