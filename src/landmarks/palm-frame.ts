@@ -133,7 +133,7 @@ export function knuckleRoom(landmarks: readonly Point[], width: number, height: 
  * moved out along the palm's axis, the more the shorter the palm is against its knuckle span. Fitted on the box
  * set's training part (docs/decisions/closeup-frames.md); whole photos keep their landmarks, the same array.
  * Pinned by test/unit/landmarks/palm-frame.spec.ts ("closeupLandmarks()"). Only the frame uses them: answers and
- * traits keep the model's own.
+ * traits keep the model's own. Engine only: training views are cut from whole hands, so synth.py has no counterpart.
  */
 export function closeupLandmarks(landmarks: readonly Point[], width: number, height: number): readonly Point[] {
   const w = landmarks[WRIST];
