@@ -3,7 +3,7 @@
  * element hand. The convention (which landmarks, which thresholds) is docs/api.md's "Hand shape";
  * pinned by test/unit/inference/hand-shape.spec.ts.
  */
-import type { Point } from "../landmarks/geometry.js";
+import { type Point, inPhoto } from "../landmarks/geometry.js";
 import { INDEX_MCP, MIDDLE_MCP, PINKY_MCP, WRIST } from "../landmarks/palm-frame.js";
 import type { HandShape } from "./analyzer-types.js";
 
@@ -63,8 +63,6 @@ export function handShape(landmarks: readonly Point[], width: number, height: nu
     fingerLength,
     indexRingRatio: ring > 0 ? round(along(FINGERS.index) / ring, 3) : 0,
     handType: palm === "square" ? (fingerLength === "short" ? "earth" : "air") : fingerLength === "short" ? "fire" : "water",
-    fingersInPhoto: FINGERTIPS.every(
-      (i) => landmarks[i][0] >= 0 && landmarks[i][0] <= width && landmarks[i][1] >= 0 && landmarks[i][1] <= height,
-    ),
+    fingersInPhoto: FINGERTIPS.every((i) => inPhoto(landmarks[i], width, height)),
   };
 }

@@ -9,6 +9,11 @@
 /** Point is [x, y]. */
 export type Point = [number, number];
 
+/** inPhoto says whether `p` lies inside a width x height photo, its edges included. */
+export function inPhoto(p: Readonly<Point>, width: number, height: number): boolean {
+  return p[0] >= 0 && p[1] >= 0 && p[0] <= width && p[1] <= height;
+}
+
 /** Anchor is an SSD anchor centre in normalised [0, 1] detector-input coordinates (fixed size 1 x 1). */
 export interface Anchor {
   x: number;

@@ -5,7 +5,7 @@
  * synthetic generator renders its training views with the same rule (`palm_frame` in
  * training/synth.py): change both together.
  */
-import type { Point } from "./geometry.js";
+import { type Point, inPhoto } from "./geometry.js";
 
 /**
  * FRAME_SIDE is the frame's side in units of the palm's size (see {@link palmFrame}): the default
@@ -102,7 +102,7 @@ const CLOSEUP_MAX_MOVE = 1.3;
 
 /** margin is how far `p` lies from the edge of a width x height photo along the unit vector `u`; 0 outside it. */
 function margin(p: Point, u: Point, width: number, height: number): number {
-  if (p[0] < 0 || p[1] < 0 || p[0] > width || p[1] > height) return 0;
+  if (!inPhoto(p, width, height)) return 0;
   let t = Infinity;
   for (const [k, lim] of [
     [0, width],
@@ -140,7 +140,7 @@ export function closeupLandmarks(landmarks: readonly Point[], width: number, hei
   const m = landmarks[MIDDLE_MCP];
   const up = sub(m, w);
   const d = Math.hypot(up[0], up[1]);
-  const span = Math.hypot(...sub(landmarks[INDEX_MCP], landmarks[PINKY_MCP]));
+  const span = palmWidth(landmarks);
   if (d < 1e-6 || span < 1e-6 || knuckleRoom(landmarks, width, height) >= CLOSEUP_MARGIN) return landmarks;
   const move = Math.min(Math.max(Math.exp(CLOSEUP_A + CLOSEUP_B * Math.log(d / span)), 1), CLOSEUP_MAX_MOVE);
   const out = landmarks.slice();
@@ -153,8 +153,7 @@ export function shareInside(frame: PalmFrame, width: number, height: number): nu
   let n = 0;
   for (let i = 0; i < 16; i++) {
     for (let j = 0; j < 16; j++) {
-      const [x, y] = frameToImage(frame, 16, i, j);
-      if (x >= 0 && y >= 0 && x <= width && y <= height) n++;
+      if (inPhoto(frameToImage(frame, 16, i, j), width, height)) n++;
     }
   }
   return n / 256;
