@@ -40,23 +40,46 @@ async function distinctFreePorts(n: number): Promise<number[]> {
   return [...ports];
 }
 
+/** NodeNotUp: a node exited before it answered (its port taken), which ends that round's wait at once. */
+class NodeNotUp extends Error {}
+
+/** waitFor polls `check` until it holds; a NodeNotUp it throws ends the wait at once. */
 async function waitFor(what: string, timeoutMs: number, check: () => Promise<boolean>): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    if (await check().catch(() => false)) return;
+    const ok = await check().catch((e) => {
+      if (e instanceof NodeNotUp) throw e;
+      return false;
+    });
+    if (ok) return;
     if (Date.now() > deadline) throw new Error(`redis cluster: ${what} after ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, 50));
   }
 }
 
-const cli = async (port: number, ...args: string[]) => (await run("redis-cli", ["-h", "127.0.0.1", "-p", String(port), ...args])).stdout;
+// A call that hangs (a port held by something that is not Redis) fails after 2 s instead.
+const cli = async (port: number, ...args: string[]) =>
+  (await run("redis-cli", ["-h", "127.0.0.1", "-p", String(port), ...args], { timeout: 2000 })).stdout;
 
 /**
  * startRedisCluster starts three cluster-enabled redis-servers and joins them as a cluster of
  * three masters covering all 16384 slots. The bus ports are chosen free as well
  * (`--cluster-port`), not the default port + 10000, which may be taken or out of range.
+ * A free port can be taken before its node binds it (abuse.spec starts a Redis beside the cluster), and a
+ * loaded machine can be slow to answer, so a round that fails (a node exits, does not answer, or the
+ * cluster is not formed) starts again on new ports, up to three rounds.
  */
 export async function startRedisCluster(): Promise<RedisClusterProcess> {
+  for (let round = 1; ; round++) {
+    try {
+      return await startOnce();
+    } catch (e) {
+      if (round === 3) throw e;
+    }
+  }
+}
+
+async function startOnce(): Promise<RedisClusterProcess> {
   const dir = mkdtempSync(join(tmpdir(), "palm-redis-cluster-"));
   const [a, b, c, ...busPorts] = await distinctFreePorts(6);
   const ports = [a, b, c];
@@ -96,7 +119,13 @@ export async function startRedisCluster(): Promise<RedisClusterProcess> {
       child.once("error", () => {}); // a missing binary shows as the wait below failing
       children.push(child);
     }
-    for (const port of ports) await waitFor(`node ${port} not answering`, 5000, async () => (await cli(port, "ping")).trim() === "PONG");
+    for (const [i, port] of ports.entries()) {
+      const child = children[i];
+      await waitFor(`node ${port} not answering`, 5000, async () => {
+        if (child.exitCode !== null || child.signalCode !== null) throw new NodeNotUp(`redis cluster: node ${port} exited`);
+        return (await cli(port, "ping")).trim() === "PONG" && child.exitCode === null;
+      });
+    }
     await run("redis-cli", ["--cluster", "create", ...ports.map((p) => `127.0.0.1:${p}`), "--cluster-replicas", "0", "--cluster-yes"]);
     for (const port of ports) {
       await waitFor(`node ${port} not cluster_state:ok`, 15_000, async () =>
