@@ -163,13 +163,14 @@ export function lineTable(agree: PerLine, wrong: PerLine, total: PerLine, thickn
   return rows;
 }
 
-const USAGE = `usage: npm run eval:boxes [-- --part eval|heldout|train] [--model FILE] [--detail] [--turned] [--degrade KIND[+KIND]]
+const USAGE = `usage: npm run eval:boxes [-- --part eval|heldout|train] [--model FILE] [--detail] [--turned] [--degrade KIND[+KIND] [--versus]]
   Scores the engine on a part of the box set (${BOX_DIR}; the evaluation quarter unless --part):
   the palm found, and per line and for the three together how many masks agree with their boxes, are drawn wrong,
   or are not detected and why.
   --detail      one line per photo
   --turned      each photo read again turned by 90 degrees: how many lines' traits move
-  --degrade     each photo made worse first: ${Object.keys(DEGRADES).join(", ")}, or several joined by +`;
+  --degrade     each photo made worse first: ${Object.keys(DEGRADES).join(", ")}, or several joined by +
+  --versus      with --degrade, each photo read as is too: how many lines' traits move between the two readings`;
 
 async function main(): Promise<number> {
   const args = scriptArgs(USAGE, {
@@ -179,6 +180,7 @@ async function main(): Promise<number> {
       detail: { type: "boolean" },
       turned: { type: "boolean" },
       degrade: { type: "string" },
+      versus: { type: "boolean" },
     },
   });
   if (typeof args === "number") return args;
@@ -189,6 +191,10 @@ async function main(): Promise<number> {
   const steps = (degrade?.split("+") ?? []) as Degrade[];
   if (steps.some((kind) => !(kind in DEGRADES))) {
     console.error(`eval-boxes: --degrade is one of ${Object.keys(DEGRADES).join(", ")}, or several joined by +`);
+    return 2;
+  }
+  if (values.versus && steps.length === 0) {
+    console.error(`--versus compares a degraded photo with the photo as is: give --degrade too\n${USAGE}`);
     return 2;
   }
   if (!existsSync(join(BOX_DIR, "boxes.csv"))) {
@@ -211,6 +217,8 @@ async function main(): Promise<number> {
   const thickness = { heart: [], head: [], life: [] } as Record<LineName, number[]>;
   // --turned: each photo read again turned by 90 degrees; no labels needed, so any part can be used.
   const turn = new TurnTally();
+  // --versus: a worse photo's traits against the photo's own, with the turned photo's bounds.
+  const versus = new TurnTally();
   try {
     console.log(`model ${analyzer.model}; box set part '${values.part}', ${files.length} photos${degrade ? `, degraded: ${degrade}` : ""}`);
     for (const file of files) {
@@ -229,6 +237,7 @@ async function main(): Promise<number> {
       const result = await analyzer.analyze(bytes);
       ms += performance.now() - t0;
       const turned = values.turned ? await analyzer.analyze(await turned90(bytes)) : undefined;
+      const asIs = values.versus ? await analyzer.analyze(read) : undefined;
       // "palm found" counts a hand read as its back too (as the model card's history does); backs says how many.
       if (result.reason !== "no_hand") palms++;
       if (result.reason === "back_of_hand") backs++;
@@ -238,6 +247,10 @@ async function main(): Promise<number> {
         if (turned) {
           const moved = turn.add(result.stats[line].traits, turned.stats[line].traits);
           if (moved.length > 0) row.push(`${line} turned: ${moved.join(", ")}`);
+        }
+        if (asIs) {
+          const moved = versus.add(asIs.stats[line].traits, result.stats[line].traits);
+          if (moved.length > 0) row.push(`${line} versus as is: ${moved.join(", ")}`);
         }
         const given = boxes.get(file)![line];
         if (!given) continue;
@@ -271,6 +284,7 @@ async function main(): Promise<number> {
   for (const row of lineTable(agree, wrong, total, thickness)) console.log(row);
   console.log("thickness: the median of the drawn lines' mask pixels over course length, in % of the palm width");
   if (values.turned) console.log(`turned 90 degrees: ${turn.summary()}`);
+  if (values.versus) console.log(`${degrade} against as is: ${versus.summary()}`);
   console.log("not detected, by reason:");
   for (const [k, n] of [...why.entries()].sort()) console.log(`  ${k}: ${n}`);
   return 0;

@@ -13,13 +13,14 @@ describe("the measuring scripts' flags", () => {
     const r = script("scripts/eval-boxes.ts", "--help");
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^usage: npm run eval:boxes/);
-    for (const flag of ["--part", "--model", "--detail", "--turned", "--degrade"]) expect(r.stdout).toContain(flag);
+    for (const flag of ["--part", "--model", "--detail", "--turned", "--degrade", "--versus"]) expect(r.stdout).toContain(flag);
   });
 
   it("eval:boxes answers an unknown flag or part with one reason and the usage, exit 2, no stack trace", () => {
     for (const [args, reason] of [
       [["--bogus"], "Unknown option '--bogus'"],
       [["--part", "nope"], "--part is one of eval, heldout, train, not 'nope'"],
+      [["--versus"], "--versus compares a degraded photo with the photo as is: give --degrade too"],
     ] as const) {
       const r = script("scripts/eval-boxes.ts", ...args);
       expect(r.code).toBe(2);
