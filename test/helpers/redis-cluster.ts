@@ -25,9 +25,12 @@ export interface RedisClusterProcess {
   stop(): Promise<void>;
 }
 
+/** exited says whether `child` has ended, by its own exit or by a signal. */
+const exited = (child: ChildProcess) => child.exitCode !== null || child.signalCode !== null;
+
 function kill(child: ChildProcess | undefined): Promise<void> {
   return new Promise<void>((resolve) => {
-    if (!child || child.exitCode !== null || child.signalCode !== null) return resolve();
+    if (!child || exited(child)) return resolve();
     child.once("exit", () => resolve());
     child.kill("SIGKILL");
   });
@@ -122,8 +125,9 @@ async function startOnce(): Promise<RedisClusterProcess> {
     for (const [i, port] of ports.entries()) {
       const child = children[i];
       await waitFor(`node ${port} not answering`, 5000, async () => {
-        if (child.exitCode !== null || child.signalCode !== null) throw new NodeNotUp(`redis cluster: node ${port} exited`);
-        return (await cli(port, "ping")).trim() === "PONG" && child.exitCode === null;
+        if (exited(child)) throw new NodeNotUp(`redis cluster: node ${port} exited`);
+        // A PONG counts only while this node still runs: another process may hold the port it failed to bind.
+        return (await cli(port, "ping")).trim() === "PONG" && !exited(child);
       });
     }
     await run("redis-cli", ["--cluster", "create", ...ports.map((p) => `127.0.0.1:${p}`), "--cluster-replicas", "0", "--cluster-yes"]);
