@@ -10,6 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { freePort } from "./ports.js";
+import { cli, kill, waitFor, waitServing } from "./redis-node.js";
 
 const run = promisify(execFile);
 
@@ -25,44 +26,12 @@ export interface RedisClusterProcess {
   stop(): Promise<void>;
 }
 
-/** exited says whether `child` has ended, by its own exit or by a signal. */
-const exited = (child: ChildProcess) => child.exitCode !== null || child.signalCode !== null;
-
-function kill(child: ChildProcess | undefined): Promise<void> {
-  return new Promise<void>((resolve) => {
-    if (!child || exited(child)) return resolve();
-    child.once("exit", () => resolve());
-    child.kill("SIGKILL");
-  });
-}
-
 /** distinctFreePorts asks the OS for `n` free ports, all different. */
 async function distinctFreePorts(n: number): Promise<number[]> {
   const ports = new Set<number>();
   while (ports.size < n) ports.add(await freePort());
   return [...ports];
 }
-
-/** NodeNotUp: a node exited before it answered (its port taken), which ends that round's wait at once. */
-class NodeNotUp extends Error {}
-
-/** waitFor polls `check` until it holds; a NodeNotUp it throws ends the wait at once. */
-async function waitFor(what: string, timeoutMs: number, check: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const ok = await check().catch((e) => {
-      if (e instanceof NodeNotUp) throw e;
-      return false;
-    });
-    if (ok) return;
-    if (Date.now() > deadline) throw new Error(`redis cluster: ${what} after ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
-// A call that hangs (a port held by something that is not Redis) fails after 2 s instead.
-const cli = async (port: number, ...args: string[]) =>
-  (await run("redis-cli", ["-h", "127.0.0.1", "-p", String(port), ...args], { timeout: 2000 })).stdout;
 
 /**
  * startRedisCluster starts three cluster-enabled redis-servers and joins them as a cluster of
@@ -122,14 +91,7 @@ async function startOnce(): Promise<RedisClusterProcess> {
       child.once("error", () => {}); // a missing binary shows as the wait below failing
       children.push(child);
     }
-    for (const [i, port] of ports.entries()) {
-      const child = children[i];
-      await waitFor(`node ${port} not answering`, 5000, async () => {
-        if (exited(child)) throw new NodeNotUp(`redis cluster: node ${port} exited`);
-        // A PONG counts only while this node still runs: another process may hold the port it failed to bind.
-        return (await cli(port, "ping")).trim() === "PONG" && !exited(child);
-      });
-    }
+    for (const [i, port] of ports.entries()) await waitServing(port, children[i], 5000);
     await run("redis-cli", ["--cluster", "create", ...ports.map((p) => `127.0.0.1:${p}`), "--cluster-replicas", "0", "--cluster-yes"]);
     for (const port of ports) {
       await waitFor(`node ${port} not cluster_state:ok`, 15_000, async () =>

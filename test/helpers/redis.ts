@@ -7,7 +7,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
-import { freePort, waitForPort } from "./ports.js";
+import { freePort } from "./ports.js";
+import { kill, waitServing } from "./redis-node.js";
 
 /** RedisProcess is a running (or stopped) redis-server. */
 export interface RedisProcess {
@@ -27,6 +28,9 @@ export interface RedisProcess {
   remove(): void;
 }
 
+/** NotInstalled: redis-server could not be spawned at all; another port would not help. */
+class NotInstalled extends Error {}
+
 /** StartRedisOptions configure {@link startRedis}. */
 export interface StartRedisOptions {
   /**
@@ -37,31 +41,48 @@ export interface StartRedisOptions {
   durable?: boolean;
 }
 
-/** startRedis spawns `redis-server --port P --save ""`, without persistence unless `durable`. */
+/**
+ * startRedis spawns `redis-server --port P --save ""`, without persistence unless `durable`. A free port
+ * can be taken before the server binds it (a test may start several servers at once, and other processes
+ * take ports too), so a first start whose server exits or does not answer as itself tries again on a new
+ * port, up to three times; start() after stop() keeps the port.
+ */
 export async function startRedis(options: StartRedisOptions = {}): Promise<RedisProcess> {
-  const port = await freePort();
   const dir = options.durable ? mkdtempSync(join(tmpdir(), "palm-redis-")) : undefined;
   const persistence = dir ? ["--dir", dir, "--appendonly", "yes", "--appendfsync", "always"] : ["--appendonly", "no"];
+  let port = 0;
   let child: ChildProcess | undefined;
   const start = async () => {
-    child = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", ...persistence], {
+    const c = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", ...persistence], {
       stdio: "ignore",
     });
-    child.once("error", (e) => {
-      throw new Error(`cannot start redis-server (is it installed? see README): ${e.message}`);
+    child = c;
+    let missing: Error | undefined;
+    c.once("error", (e) => {
+      missing = new NotInstalled(`cannot start redis-server (is it installed? see README): ${e.message}`);
     });
-    await waitForPort(port, 5000);
+    try {
+      await waitServing(port, c, 5000);
+    } catch (e) {
+      await kill(c);
+      child = undefined;
+      throw missing ?? e;
+    }
   };
   const stop = async () => {
     const c = child;
     child = undefined;
-    if (!c || c.exitCode !== null) return;
-    await new Promise<void>((resolve) => {
-      c.once("exit", () => resolve());
-      c.kill("SIGKILL");
-    });
+    await kill(c);
   };
-  await start();
+  for (let round = 1; ; round++) {
+    port = await freePort();
+    try {
+      await start();
+      break;
+    } catch (e) {
+      if (round === 3 || e instanceof NotInstalled) throw e;
+    }
+  }
   return {
     port,
     get pid() {
