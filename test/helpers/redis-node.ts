@@ -1,7 +1,7 @@
 /**
  * What the single redis-server (redis.ts) and the cluster (redis-cluster.ts) share: ending a child,
  * calling redis-cli with a time limit, and waiting until the server that answers on a port is the
- * child just spawned (a free port can be taken before the child binds it, by another test's server).
+ * child just spawned (a free port can be taken before the child binds it, by another server or process).
  */
 import { execFile, type ChildProcess } from "node:child_process";
 import { promisify } from "node:util";
