@@ -9,7 +9,7 @@ export { callUnary, createGrpcJsClient, decodeGrpcError, type GrpcJsResult } fro
 export { openH2Session } from "./h2.js";
 export { makeHandPhoto, makeImage } from "./images.js";
 export { registerKey } from "./keys.js";
-export { freePort, waitForPort } from "./ports.js";
+export { freePort } from "./ports.js";
 export {
   cpuSecondsOf,
   isAlive,
