@@ -50,6 +50,6 @@ export function waitServing(port: number, child: ChildProcess, timeoutMs: number
   return waitFor(`node ${port} not answering`, timeoutMs, async () => {
     if (exited(child)) throw new NodeNotUp(`redis: the server for port ${port} exited (port taken?)`);
     const pid = /^process_id:(\d+)\s*$/m.exec(await cli(port, "info", "server"))?.[1];
-    return pid === String(child.pid) && !exited(child);
+    return pid === String(child.pid);
   });
 }
