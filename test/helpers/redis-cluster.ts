@@ -4,13 +4,13 @@
  * reports cluster_state:ok. Without persistence; the nodes' cluster files live in a temporary
  * folder removed by stop().
  */
-import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { execFile, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { freePort } from "./ports.js";
-import { cli, kill, waitFor, waitServing } from "./redis-node.js";
+import { cli, kill, onNewPorts, spawnServer, waitFor, waitServing } from "./redis-node.js";
 
 const run = promisify(execFile);
 
@@ -41,14 +41,8 @@ async function distinctFreePorts(n: number): Promise<number[]> {
  * loaded machine can be slow to answer, so a round that fails (a node exits, does not answer, or the
  * cluster is not formed) starts again on new ports, up to three rounds.
  */
-export async function startRedisCluster(): Promise<RedisClusterProcess> {
-  for (let round = 1; ; round++) {
-    try {
-      return await startOnce();
-    } catch (e) {
-      if (round === 3) throw e;
-    }
-  }
+export function startRedisCluster(): Promise<RedisClusterProcess> {
+  return onNewPorts(startOnce);
 }
 
 async function startOnce(): Promise<RedisClusterProcess> {
@@ -62,33 +56,28 @@ async function startOnce(): Promise<RedisClusterProcess> {
   };
   try {
     for (const [i, port] of ports.entries()) {
-      const child = spawn(
-        "redis-server",
-        [
-          "--port",
-          String(port),
-          "--bind",
-          "127.0.0.1",
-          "--cluster-enabled",
-          "yes",
-          "--cluster-port",
-          String(busPorts[i]),
-          "--cluster-config-file",
-          join(dir, `nodes-${port}.conf`),
-          // A killed node's slots stay assigned to it for a minute instead of 15 s, so that a test
-          // sees that node's clients fail while the others are served (no replicas to fail over to).
-          "--cluster-node-timeout",
-          "60000",
-          "--dir",
-          dir,
-          "--save",
-          "",
-          "--appendonly",
-          "no",
-        ],
-        { stdio: "ignore" },
-      );
-      child.once("error", () => {}); // a missing binary shows as the wait below failing
+      const child = spawnServer([
+        "--port",
+        String(port),
+        "--bind",
+        "127.0.0.1",
+        "--cluster-enabled",
+        "yes",
+        "--cluster-port",
+        String(busPorts[i]),
+        "--cluster-config-file",
+        join(dir, `nodes-${port}.conf`),
+        // A killed node's slots stay assigned to it for a minute instead of 15 s, so that a test
+        // sees that node's clients fail while the others are served (no replicas to fail over to).
+        "--cluster-node-timeout",
+        "60000",
+        "--dir",
+        dir,
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+      ]);
       children.push(child);
     }
     for (const [i, port] of ports.entries()) await waitServing(port, children[i], 5000);

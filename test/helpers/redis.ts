@@ -2,13 +2,13 @@
  * A real redis-server per test file, on a free port, without persistence unless asked for.
  * stop() and start() let a test take Redis away and bring it back on the same port.
  */
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { freePort } from "./ports.js";
-import { kill, waitServing } from "./redis-node.js";
+import { kill, onNewPorts, spawnServer, waitServing } from "./redis-node.js";
 
 /** RedisProcess is a running (or stopped) redis-server. */
 export interface RedisProcess {
@@ -27,9 +27,6 @@ export interface RedisProcess {
   /** remove deletes the data folder of a durable server (call after the last stop()). */
   remove(): void;
 }
-
-/** NotInstalled: redis-server could not be spawned at all; another port would not help. */
-class NotInstalled extends Error {}
 
 /** StartRedisOptions configure {@link startRedis}. */
 export interface StartRedisOptions {
@@ -53,20 +50,14 @@ export async function startRedis(options: StartRedisOptions = {}): Promise<Redis
   let port = 0;
   let child: ChildProcess | undefined;
   const start = async () => {
-    const c = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", ...persistence], {
-      stdio: "ignore",
-    });
+    const c = spawnServer(["--port", String(port), "--bind", "127.0.0.1", "--save", "", ...persistence]);
     child = c;
-    let missing: Error | undefined;
-    c.once("error", (e) => {
-      missing = new NotInstalled(`cannot start redis-server (is it installed? see README): ${e.message}`);
-    });
     try {
       await waitServing(port, c, 5000);
     } catch (e) {
       await kill(c);
       child = undefined;
-      throw missing ?? e;
+      throw e;
     }
   };
   const stop = async () => {
@@ -74,15 +65,10 @@ export async function startRedis(options: StartRedisOptions = {}): Promise<Redis
     child = undefined;
     await kill(c);
   };
-  for (let round = 1; ; round++) {
+  await onNewPorts(async () => {
     port = await freePort();
-    try {
-      await start();
-      break;
-    } catch (e) {
-      if (round === 3 || e instanceof NotInstalled) throw e;
-    }
-  }
+    await start();
+  });
   return {
     port,
     get pid() {

@@ -1,10 +1,15 @@
 /**
  * The tests' own redis-servers: a server that cannot bind its port (another server holds it) is
- * not mistaken for the one that does, and startRedis restarts on the same port.
+ * not mistaken for the one that does, startRedis restarts on the same port, and a machine without
+ * redis-server is told so.
  */
 import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { startRedis, type RedisProcess } from "../helpers/redis.js";
+import { startRedisCluster } from "../helpers/redis-cluster.js";
 import { cli, kill, NodeNotUp, waitServing } from "../helpers/redis-node.js";
 
 describe("test redis-servers", () => {
@@ -37,5 +42,18 @@ describe("test redis-servers", () => {
     expect(r.pid).not.toBe(before);
     expect(await cli(r.port, "info", "server")).toContain(`process_id:${r.pid}`);
     expect((await cli(r.port, "get", "k")).trim()).toBe(""); // no persistence: a restarted server is empty
+  });
+
+  it("without redis-server on PATH, both helpers say it is not installed, not that a port was taken", async () => {
+    const empty = mkdtempSync(join(tmpdir(), "palm-no-redis-"));
+    const path = process.env.PATH;
+    process.env.PATH = empty;
+    try {
+      await expect(startRedis()).rejects.toThrow(/cannot start redis-server \(is it installed\? see README\)/);
+      await expect(startRedisCluster()).rejects.toThrow(/cannot start redis-server \(is it installed\? see README\)/);
+    } finally {
+      process.env.PATH = path;
+      rmSync(empty, { recursive: true, force: true });
+    }
   });
 });
