@@ -336,8 +336,10 @@ scratch_calibrate() {
   # (models/palm-lines/FROM-NOTHING.md, "The eighth from-nothing run"). The held-out photos are read turned too
   # (--turned): the fifteenth run passed on the training part and moved more traits than 3.3.0 under a turn on the
   # evaluation quarter (3.3.0: 43 of the held-out photos' 378 lines, MODEL_CARD.md, "Metrics").
-  npm run -s eval:boxes -- --part heldout --turned --model "$O" > "$C/gate-heldout.txt" & h=$!
-  npm run -s eval:boxes -- --part train --model "$O" > "$C/gate-train.txt" & t=$!
+  # --detail: a line per photo (each line's share inside its box, IoU, confidence and length), so that the lines drawn
+  # wrong can be told apart (off the box, or a stub of the right crease) without reading the photos again.
+  npm run -s eval:boxes -- --part heldout --turned --detail --model "$O" > "$C/gate-heldout.txt" & h=$!
+  npm run -s eval:boxes -- --part train --detail --model "$O" > "$C/gate-train.txt" & t=$!
   wait $h; wait $t
   echo "scratch_calibrate: the gate's figures in $C/gate-heldout.txt and $C/gate-train.txt"
 }
