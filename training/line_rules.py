@@ -6,7 +6,9 @@ fixtures through this module's command line:
 
     /usr/bin/python3 -m training.line_rules FIXTURES.bin SPEC.json   # prints the results as JSON
 
-Only numpy and OpenCV: no torch, no model.
+Only numpy and OpenCV: no torch, no model. Lengths in the table are shares of rule_unit: the view's side
+for a model framed at 1.7 palm sizes (where the rules were chosen), more for one framed tighter (the
+engine's ruleUnit); the frame is this run's (SYNTH_FRAME, as training.synth reads it) unless given.
 """
 import json
 import os
@@ -16,8 +18,21 @@ from typing import NamedTuple
 import cv2
 import numpy as np
 
+from training.synth import DEFAULT_FRAME_SIDE, FRAME_SIDE
+
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "inference", "line-rules.json")) as _f:
     RULES = json.load(_f)
+
+
+def rule_unit(size, frame_side=None):
+    """The pixels the table's lengths are shares of in a view `size` px across framed at `frame_side` palm sizes
+    (this run's frame unless given): the engine's ruleUnit."""
+    return size * (DEFAULT_FRAME_SIDE / (FRAME_SIDE if frame_side is None else frame_side))
+
+
+def tip_steps(unit, size):
+    """tip_steps (pixels of a view framed at 1.7) in a view whose rule_unit is `unit` (the engine's tipSteps)."""
+    return int(np.floor(RULES["tip_steps"] * unit / size + 0.5))
 
 
 def largest_cc(binary):
@@ -49,13 +64,13 @@ def chamfer_distance(seed, limit):
     return d / 3
 
 
-def palm_distance(palm_prob, thr):
+def palm_distance(palm_prob, thr, unit=None):
     """Distance in pixels to the palm mask (palm_prob > thr), exact up to the near-palm rule;
     None without a palm pixel (the engine's palmDistanceMap)."""
     palm = palm_prob > thr
     if not palm.any():
         return None
-    return chamfer_distance(palm, RULES["near_palm"] * palm.shape[0])
+    return chamfer_distance(palm, RULES["near_palm"] * (rule_unit(palm.shape[0]) if unit is None else unit))
 
 
 def palm_share(palm_prob, thr):
@@ -72,12 +87,13 @@ class Selection(NamedTuple):
     why: str
 
 
-def select_line(prob, thr, det, palm_dist=None):
+def select_line(prob, thr, det, palm_dist=None, unit=None):
     """The engine's selectLine: components above the threshold, specks dropped; a component must
     have at least `plausible_share` of its probability mass within `near_palm` of S of the palm
     (when a palm distance map is given); the one with the most such mass is kept with sizeable,
     plausible pieces broken off it that continue it past one of its ends (the table's piece_* rules)."""
     S = prob.shape[0]
+    unit = rule_unit(S) if unit is None else unit
     n, lab, stats, _ = cv2.connectedComponentsWithStats((prob > thr).astype(np.uint8), connectivity=8)
     none = np.zeros(prob.shape, np.uint8)
     if n <= 1:
@@ -87,7 +103,7 @@ def select_line(prob, thr, det, palm_dist=None):
     if palm_dist is None:
         plaus = mass.copy()
     else:
-        plaus = np.bincount(flat, weights=(prob * (palm_dist <= RULES["near_palm"] * S)).ravel(), minlength=n)
+        plaus = np.bincount(flat, weights=(prob * (palm_dist <= RULES["near_palm"] * unit)).ravel(), minlength=n)
     sizes = stats[:, cv2.CC_STAT_AREA]
     speck = max(RULES["speck_min_pixels"], det["min_pixels"] * RULES["speck_share"])
     sizeable = sizes >= speck
@@ -99,16 +115,16 @@ def select_line(prob, thr, det, palm_dist=None):
     keep = np.zeros(n, bool)
     keep[best] = True
     if n > 2:
-        gap = RULES["piece_gap"] * S
+        gap = RULES["piece_gap"] * unit
         dist = chamfer_distance(lab == best, gap)
         near = np.zeros(n, bool)
         near[np.unique(lab[(dist <= gap) & (lab > 0)])] = True
         extra = near & ok & (plaus >= RULES["piece_mass"] * plaus[best])  # a piece is plausible itself
         extra[best] = False
         if extra.any():
-            tips = line_tips(lab == best)
+            tips = line_tips(lab == best, tip_steps(unit, S))
             for k in np.nonzero(extra)[0]:
-                extra[k] = continues_line(lab == k, tips, RULES["piece_reach"] * S)
+                extra[k] = continues_line(lab == k, tips, RULES["piece_reach"] * unit)
         keep |= extra
     kept = (keep[lab] & (lab > 0)).astype(np.uint8)
     pixels = int(kept.sum())
@@ -138,17 +154,18 @@ def geodesic(comp, start):
     return dist
 
 
-def line_tips(comp):
+def line_tips(comp, steps=None):
     """The two ends of a component's longest course, each with its outward direction: the pixel
     farthest (in 8-connected steps inside the component) from its first pixel in raster order,
     then the one farthest from that (ties to the first in raster order); the direction from the
-    mean of the pixels min(tip_steps, length / 2) steps inside to the end (the engine's lineTips)."""
+    mean of the pixels min(steps, length / 2) steps inside to the end (the engine's lineTips; steps: the table's
+    tip_steps unless given)."""
     W = comp.shape[1]
     a = int(np.argmax(geodesic(comp, int(np.argmax(comp.ravel())))))
     da = geodesic(comp, a)
     b = int(np.argmax(da))
     db = geodesic(comp, b)
-    inside = min(RULES["tip_steps"], int(da[b]) // 2)
+    inside = min(RULES["tip_steps"] if steps is None else steps, int(da[b]) // 2)
     tips = []
     for e, de in ((a, da), (b, db)):
         pe = np.array(divmod(e, W), np.float64)
@@ -165,13 +182,13 @@ def continues_line(piece, tips, reach):
     return any(float(((pp - pe) @ t).max()) >= reach for pe, t in tips)
 
 
-def grow_line(prob, kept, low, palm_dist=None):
+def grow_line(prob, kept, low, palm_dist=None, unit=None):
     """The engine's growLine: pixels above `low`, 8-connected to the kept line through such
-    pixels and within `near_palm` of S of the palm, join it (hysteresis)."""
-    S = prob.shape[0]
+    pixels and within `near_palm` of rule_unit of the palm, join it (hysteresis)."""
+    unit = rule_unit(prob.shape[0]) if unit is None else unit
     cond = prob > low
     if palm_dist is not None:
-        cond &= palm_dist <= RULES["near_palm"] * S
+        cond &= palm_dist <= RULES["near_palm"] * unit
     n, lab = cv2.connectedComponents((cond | (kept > 0)).astype(np.uint8), connectivity=8)
     hit = np.unique(lab[kept > 0])
     return np.isin(lab, hit[hit > 0]).astype(np.uint8)
@@ -181,13 +198,14 @@ def run_fixtures(maps, spec):
     """Per fixture (4 x S x S: palm, heart, head, life) the palm share and, per line, the
     selection and the grown mask as the spec's settings give them: what the parity test compares."""
     thr, det, grow = spec["thresholds"], spec["detection"], spec["grow"]
+    unit = rule_unit(spec["size"], spec.get("frame_side", DEFAULT_FRAME_SIDE))
     out = []
     for m in maps:
-        pd = palm_distance(m[0], thr["palm"])
+        pd = palm_distance(m[0], thr["palm"], unit)
         row = {"palm_share": palm_share(m[0], thr["palm"]), "lines": {}}
         for ci, name in enumerate(("heart", "head", "life"), 1):
-            sel = select_line(m[ci], thr[name], det, pd)
-            grown = grow_line(m[ci], sel.kept, grow[name], pd) if sel.detected else sel.kept
+            sel = select_line(m[ci], thr[name], det, pd, unit)
+            grown = grow_line(m[ci], sel.kept, grow[name], pd, unit) if sel.detected else sel.kept
             row["lines"][name] = {"detected": sel.detected, "why": sel.why,
                                   "kept": np.flatnonzero(sel.kept).tolist(), "grown": np.flatnonzero(grown).tolist()}
         out.append(row)

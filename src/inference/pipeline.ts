@@ -41,7 +41,7 @@ import { type LineCourse, lineCourse, polylineLength, simplifyCourse, type Model
 import { frameLuma, measureLines } from "./line-traits.js";
 import type { ModelMetadata } from "./model-metadata.js";
 import { createModelSession, type ModelSession, type ModelSessionOptions } from "./model-session.js";
-import { growLine, palmDistanceMap, palmShare, renderFrameMask, selectLine, type FullMask } from "./postprocess.js";
+import { growLine, palmDistanceMap, palmShare, renderFrameMask, ruleUnit, selectLine, type FullMask } from "./postprocess.js";
 
 /** StageTimings are milliseconds spent per pipeline stage for one image. */
 export interface StageTimings {
@@ -372,6 +372,8 @@ interface SelectedLine {
 function selectLines(probs: Float32Array, palm: Float32Array, meta: ModelMetadata, why: Record<LineName, LineReason>): SelectedLine[] {
   const S = meta.inputSize;
   const palmDistance = palmDistanceMap(palm, S, meta.thresholds.palm);
+  // The rules' lengths follow the palm, not the view, in a model framed tighter than FRAME_SIDE.
+  const unit = ruleUnit(S, meta.frameSide);
   const selected: SelectedLine[] = [];
   for (const line of LINE_NAMES) {
     const prob = channel(probs, meta.channels[line], S);
@@ -380,10 +382,11 @@ function selectLines(probs: Float32Array, palm: Float32Array, meta: ModelMetadat
       minPixels: meta.detection.minPixels,
       minConfidence: meta.detection.minConfidence,
       palmDistance,
+      unit,
     });
     why[line] = sel.why;
     if (!sel.detected) continue;
-    const kept = growLine(prob, sel.kept, S, meta.grow[line], palmDistance);
+    const kept = growLine(prob, sel.kept, S, meta.grow[line], palmDistance, unit);
     const traced = lineCourse(kept, S, line);
     selected.push({ line, prob, kept, traced, course: simplifyCourse(traced.path) });
   }

@@ -5,14 +5,14 @@
  */
 import type { BoxMask } from "../image/mask.js";
 import type { Point } from "../landmarks/geometry.js";
-import { frameToImage, imageToFrame, type PalmFrame } from "../landmarks/palm-frame.js";
+import { FRAME_SIDE, frameToImage, imageToFrame, type PalmFrame } from "../landmarks/palm-frame.js";
 import { walk } from "./line-geometry.js";
 import LINE_RULES_TABLE from "./line-rules.json" with { type: "json" };
 
 /**
  * LINE_RULES are the constants of {@link selectLine} and {@link growLine}, from the one table
  * training/line_rules.py reads too (./line-rules.json, where each is explained); lengths are
- * shares of the model's input side S. test/unit/inference/line-rules-parity.spec.ts holds the
+ * shares of {@link ruleUnit}. test/unit/inference/line-rules-parity.spec.ts holds the
  * two implementations together.
  */
 export const LINE_RULES = Object.freeze({
@@ -25,6 +25,17 @@ export const LINE_RULES = Object.freeze({
   pieceReach: LINE_RULES_TABLE.piece_reach,
   tipSteps: LINE_RULES_TABLE.tip_steps,
 });
+
+/**
+ * ruleUnit is the length in view pixels that LINE_RULES' lengths are shares of: the side S of a
+ * view framed at FRAME_SIDE palm sizes (where the rules were chosen), and S x FRAME_SIDE /
+ * frameSide for a model framed tighter or wider, so that each rule spans the same share of the
+ * palm in any frame (line-rules-parity.spec, "a model framed at 1.3").
+ */
+export function ruleUnit(size: number, frameSide: number): number {
+  // FRAME_SIDE / frameSide is exactly 1 at FRAME_SIDE, so a 1.7-frame model's rules are unchanged bit for bit.
+  return size * (FRAME_SIDE / frameSide);
+}
 
 /** Components is a labelling of a binary S x S map. */
 export interface Components {
@@ -122,6 +133,8 @@ export interface SelectLineOptions {
    * null or omitted skips the test.
    */
   palmDistance?: Float32Array | null;
+  /** {@link ruleUnit} of the model's frame; S when omitted. */
+  unit?: number;
 }
 
 /**
@@ -197,7 +210,8 @@ export function selectLine(prob: Float32Array, size: number, options: SelectLine
   if (comps.count === 0) return none("not_visible");
 
   const nearPalm = options.palmDistance ?? null;
-  const nearLimit = LINE_RULES.nearPalm * size;
+  const unit = options.unit ?? size;
+  const nearLimit = LINE_RULES.nearPalm * unit;
 
   const mass = new Float64Array(comps.count + 1);
   const plausible = new Float64Array(comps.count + 1);
@@ -228,7 +242,7 @@ export function selectLine(prob: Float32Array, size: number, options: SelectLine
   keep[best] = 1;
   if (comps.count > 1) {
     const dist = distanceTo(seed, size);
-    const gap = LINE_RULES.pieceGap * size;
+    const gap = LINE_RULES.pieceGap * unit;
     const near = new Uint8Array(comps.count + 1);
     for (let i = 0; i < n; i++) {
       const k = comps.labels[i];
@@ -237,8 +251,8 @@ export function selectLine(prob: Float32Array, size: number, options: SelectLine
     let tips: LineTip[] | undefined; // only when some piece is a candidate
     for (let k = 1; k <= comps.count; k++) {
       if (k === best || !near[k] || !ok[k] || plausible[k] < LINE_RULES.pieceMass * plausible[best]) continue;
-      tips ??= lineTips(comps.labels, best, size);
-      if (continuesLine(comps.labels, k, size, tips, LINE_RULES.pieceReach * size)) keep[k] = 1;
+      tips ??= lineTips(comps.labels, best, size, tipSteps(unit, size));
+      if (continuesLine(comps.labels, k, size, tips, LINE_RULES.pieceReach * unit)) keep[k] = 1;
     }
   }
   let pixels = 0;
@@ -264,6 +278,11 @@ interface LineTip {
   dv: number;
 }
 
+/** tipSteps is LINE_RULES.tipSteps (pixels of a view framed at FRAME_SIDE) in a view whose {@link ruleUnit} is `unit`. */
+function tipSteps(unit: number, size: number): number {
+  return Math.floor((LINE_RULES.tipSteps * unit) / size + 0.5);
+}
+
 /** farthest is the first pixel (raster order) at the largest distance. */
 function farthest(dist: Int32Array): number {
   let best = 0;
@@ -274,10 +293,10 @@ function farthest(dist: Int32Array): number {
 /**
  * lineTips: the two ends of component `k`'s longest course (the pixel farthest in 8-connected
  * steps from its first pixel in raster order, then the one farthest from that), each with its
- * outward direction, from the mean of the pixels min(tipSteps, length / 2) steps inside to the
+ * outward direction, from the mean of the pixels min(`inward`, length / 2) steps inside to the
  * end. training/line_rules.py `line_tips` is the same rule.
  */
-function lineTips(labels: Int32Array, k: number, size: number): LineTip[] {
+function lineTips(labels: Int32Array, k: number, size: number, inward: number): LineTip[] {
   const mask = new Uint8Array(labels.length);
   for (let i = 0; i < labels.length; i++) if (labels[i] === k) mask[i] = 1;
   const back = new Int32Array(labels.length);
@@ -290,7 +309,7 @@ function lineTips(labels: Int32Array, k: number, size: number): LineTip[] {
   const a = farthest(steps(labels.indexOf(k)));
   const fromA = steps(a);
   const b = farthest(fromA);
-  const inside = Math.min(LINE_RULES.tipSteps, Math.floor(fromA[b] / 2));
+  const inside = Math.min(inward, Math.floor(fromA[b] / 2));
   const tip = (end: number, dist: Int32Array): LineTip => {
     let su = 0;
     let sv = 0;
@@ -323,13 +342,20 @@ function continuesLine(labels: Int32Array, k: number, size: number, tips: LineTi
 /**
  * growLine follows a detected line along weaker evidence (hysteresis): pixels above `low`,
  * 8-connected to the kept line through such pixels and near the palm (within
- * `LINE_RULES.nearPalm` of S of it, the rule of {@link selectLine}), join it. A faint stretch of a crease continues the line instead
+ * `LINE_RULES.nearPalm` of `unit` ({@link ruleUnit}; S when omitted) of it, the rule of {@link selectLine}), join it. A faint stretch of a crease continues the line instead
  * of ending it. Returns a new mask; `kept` itself when `low` adds nothing.
  * Pinned by test/unit/inference/postprocess.spec.ts.
  */
-export function growLine(prob: Float32Array, kept: Uint8Array, size: number, low: number, palmDistance: Float32Array | null): Uint8Array {
+export function growLine(
+  prob: Float32Array,
+  kept: Uint8Array,
+  size: number,
+  low: number,
+  palmDistance: Float32Array | null,
+  unit = size,
+): Uint8Array {
   const out = Uint8Array.from(kept);
-  const nearLimit = LINE_RULES.nearPalm * size;
+  const nearLimit = LINE_RULES.nearPalm * unit;
   const stack: number[] = [];
   for (let i = 0; i < out.length; i++) if (out[i]) stack.push(i);
   while (stack.length) {

@@ -4,7 +4,8 @@
  * for pixel: both run on the same probability maps, with the released model's thresholds, and
  * every outcome is compared (palm share; per line detected, why not, the kept and the grown
  * pixels). The maps are drawn here: designed ones that put each rule on both sides of its limit,
- * and seeded random ones.
+ * and seeded random ones; once for the engine's frame and once for a model framed at 1.3 palm
+ * sizes, whose rules span the same share of the palm (ruleUnit).
  */
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -14,8 +15,9 @@ import { afterAll, describe, expect, it } from "vitest";
 import { PYTHON, pythonImports, repoRoot } from "../../helpers/python.js";
 import { LINE_NAMES, type LineName } from "../../../src/inference/analyzer-types.js";
 import { DEFAULT_MODEL_PATH } from "../../../src/inference/model-session.js";
+import { FRAME_SIDE } from "../../../src/landmarks/palm-frame.js";
 import { parseModelMetadata, readOnnxMetadataProps } from "../../../src/inference/model-metadata.js";
-import { LINE_RULES, growLine, palmDistanceMap, palmShare, selectLine } from "../../../src/inference/postprocess.js";
+import { LINE_RULES, growLine, palmDistanceMap, palmShare, ruleUnit, selectLine } from "../../../src/inference/postprocess.js";
 
 const S = 256;
 const meta = parseModelMetadata(readOnnxMetadataProps(readFileSync(DEFAULT_MODEL_PATH)));
@@ -193,8 +195,9 @@ interface Outcome {
   lines: Record<LineName, { detected: boolean; why: string; kept: number[]; grown: number[] }>;
 }
 
-/** The engine's outcome on one map, in the Python script's terms. */
-function engine(m: Maps): Outcome {
+/** The engine's outcome on one map, in the Python script's terms, for a model framed at `frameSide` palm sizes. */
+function engine(m: Maps, frameSide = FRAME_SIDE): Outcome {
+  const unit = ruleUnit(S, frameSide);
   const palmDistance = palmDistanceMap(m[0], S, meta.thresholds.palm);
   const lines = {} as Outcome["lines"];
   for (const [i, line] of LINE_NAMES.entries()) {
@@ -203,8 +206,9 @@ function engine(m: Maps): Outcome {
       minPixels: meta.detection.minPixels,
       minConfidence: meta.detection.minConfidence,
       palmDistance,
+      unit,
     });
-    const grown = sel.detected ? growLine(m[i + 1], sel.kept, S, meta.grow[line], palmDistance) : sel.kept;
+    const grown = sel.detected ? growLine(m[i + 1], sel.kept, S, meta.grow[line], palmDistance, unit) : sel.kept;
     const on = (mask: Uint8Array) => [...mask.keys()].filter((j) => mask[j]);
     lines[line] = { detected: sel.detected, why: sel.why, kept: on(sel.kept), grown: on(grown) };
   }
@@ -250,9 +254,20 @@ describe.skipIf(!hasNumpy)("line rules: postprocess.ts and training/line_rules.p
     expect(PIECE_GAPS.map(afterEnd)).toEqual([true, true, true, true, true, false, false, false]);
   });
 
-  it("gives the same outcome as the training evaluation on every map", () => {
-    const bin = join(dir, "maps.bin");
-    const spec = join(dir, "spec.json");
+  it("a model framed at 1.3 joins a piece across the same share of the palm", () => {
+    // At 1.3 palm sizes the palm is 1.7 / 1.3 times as large in the view, and so is the gap a piece may leave.
+    const tight = cases.map((c) => engine(c.maps, 1.3));
+    const afterEnd = (outcomes: Outcome[], g: number) => {
+      const kept = outcomes[cases.findIndex((c) => c.name === `a piece ${g} px after the end`)].lines.head.kept;
+      return kept.some((j) => j % S < 100) && kept.some((j) => j % S > 120 + g);
+    };
+    expect(PIECE_GAPS.map((g) => afterEnd(ours, g))).toEqual([true, true, true, true, true, false, false, false]);
+    expect(PIECE_GAPS.map((g) => afterEnd(tight, g))).toEqual([true, true, true, true, true, true, true, true]);
+  });
+
+  const parity = (frameSide: number) => {
+    const bin = join(dir, `maps-${frameSide}.bin`);
+    const spec = join(dir, `spec-${frameSide}.json`);
     const all = new Float32Array(cases.length * 4 * S * S);
     for (const [i, c] of cases.entries()) for (const [k, ch] of c.maps.entries()) all.set(ch, (i * 4 + k) * S * S);
     writeFileSync(bin, Buffer.from(all.buffer));
@@ -260,6 +275,7 @@ describe.skipIf(!hasNumpy)("line rules: postprocess.ts and training/line_rules.p
       spec,
       JSON.stringify({
         size: S,
+        frame_side: frameSide,
         thresholds: meta.thresholds,
         detection: { min_pixels: meta.detection.minPixels, min_confidence: meta.detection.minConfidence },
         grow: meta.grow,
@@ -268,10 +284,15 @@ describe.skipIf(!hasNumpy)("line rules: postprocess.ts and training/line_rules.p
     const theirs = JSON.parse(
       execFileSync(PYTHON, ["-m", "training.line_rules", bin, spec], { cwd: repoRoot, maxBuffer: 64 << 20, encoding: "utf8" }),
     ) as Outcome[];
+    const mine = frameSide === FRAME_SIDE ? ours : cases.map((c) => engine(c.maps, frameSide));
     expect(theirs).toHaveLength(cases.length);
     cases.forEach((c, i) => {
-      expect(theirs[i].palm_share, c.name).toBeCloseTo(ours[i].palm_share, 9);
-      for (const line of LINE_NAMES) expect(theirs[i].lines[line], `${c.name}: ${line}`).toEqual(ours[i].lines[line]);
+      expect(theirs[i].palm_share, c.name).toBeCloseTo(mine[i].palm_share, 9);
+      for (const line of LINE_NAMES) expect(theirs[i].lines[line], `${c.name}: ${line}`).toEqual(mine[i].lines[line]);
     });
-  }, 120_000);
+  };
+
+  it("gives the same outcome as the training evaluation on every map", () => parity(FRAME_SIDE), 120_000);
+
+  it("gives the same outcome as the training evaluation for a model framed at 1.3", () => parity(1.3), 120_000);
 });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { countMask, maskToBytes } from "../../../src/image/mask.js";
-import { growLine, labelComponents, palmDistanceMap, renderFrameMask, selectLine } from "../../../src/inference/postprocess.js";
-import { imageToFrame, squareFrame, type PalmFrame } from "../../../src/landmarks/palm-frame.js";
+import { growLine, labelComponents, palmDistanceMap, renderFrameMask, ruleUnit, selectLine } from "../../../src/inference/postprocess.js";
+import { FRAME_SIDE, imageToFrame, squareFrame, type PalmFrame } from "../../../src/landmarks/palm-frame.js";
 
 const S = 64;
 
@@ -108,6 +108,14 @@ describe("selectLine()", () => {
     expect(faint.detected).toBe(false);
     expect(faint.pixels).toBe(0);
     expect(faint.kept.every((v) => v === 0)).toBe(true);
+  });
+});
+
+describe("ruleUnit()", () => {
+  it("leaves a model framed at FRAME_SIDE exactly as before and scales the rules for a tighter frame", () => {
+    // Exact, not close: the released model's lines must not move by a pixel from rounding.
+    for (const S of [128, 256, 384, 512]) expect(ruleUnit(S, FRAME_SIDE)).toBe(S);
+    expect(ruleUnit(256, 1.3)).toBeCloseTo((256 * 1.7) / 1.3, 9);
   });
 });
 
