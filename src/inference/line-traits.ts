@@ -20,9 +20,14 @@ export const CURVATURE_SCALE = [0.05, 0.15] as const;
  * about a third of real lines; `node --import tsx scripts/trait-scales.ts` measures them again.
  */
 export const DEPTH_SCALE = [0.22, 0.31] as const;
-/** Crease depth's samples across the course (view pixels): the crease within CREASE_REACH of it, the skin at SKIN_OFFSETS on both sides. */
+/**
+ * Crease depth's samples across the course: the crease within CREASE_REACH of it, the skin at SKIN_OFFSETS on both
+ * sides, in pixels of a DEPTH_VIEW px view framed at FRAME_SIDE (3.3.0's, where they were chosen); other views and
+ * frames scale them by ruleUnit / DEPTH_VIEW, so they span the same share of the palm (exactly 1 for 3.3.0).
+ */
 const CREASE_REACH = 1.5;
 const SKIN_OFFSETS = [3, 4, 5] as const;
+const DEPTH_VIEW = 256;
 /** The course's direction at a point: from this many points before it to as many after. */
 const TANGENT_STEPS = 3;
 /** JOINED_GAP: head and life start joined when their first quarters come this close (palm widths). */
@@ -102,6 +107,8 @@ export interface MeasureContext {
   palmWidth: number;
   /** {@link frameLuma} of the image's palm view. */
   luma: Float32Array;
+  /** postprocess.ts ruleUnit of the view and the model's frame (size when omitted): crease depth's samples follow it. */
+  ruleUnit?: number;
 }
 
 /** A measured line: its traits and its course (model pixels, reading order). */
@@ -186,7 +193,7 @@ export function measureLine(line: LineName, kept: Uint8Array, length: number, ct
     forks.push({ near, length: round(f.reach / unit, 3), point: [round(p[0], 1), round(p[1], 1)] });
   }
 
-  const depth = creaseDepth(path, ctx.luma, S);
+  const depth = creaseDepth(path, ctx.luma, S, (ctx.ruleUnit ?? S) / DEPTH_VIEW);
   const traits: LineTraits = {
     length: label(length, LENGTH_SCALE[line], ["short", "medium", "long"]),
     curvature: round(curvature, 3),
@@ -270,9 +277,10 @@ function median(values: number[]): number {
  * the model drew the mask (line-traits.spec.ts, "whatever the mask's width"); on real photos
  * turned by 90 degrees half as many lines move by over 0.02 as with the skin read beside the mask
  * (docs/decisions/crease-depth.md).
- * Pixels reading as black (the view's pad outside the photo) are left out.
+ * Pixels reading as black (the view's pad outside the photo) are left out. `scale` stretches the sampling distances
+ * with the palm (line-traits.spec.ts, "reads a crease in a tighter frame as in 3.3.0's").
  */
-function creaseDepth(path: readonly ModelPoint[], luma: Float32Array, S: number): number {
+function creaseDepth(path: readonly ModelPoint[], luma: Float32Array, S: number, scale: number): number {
   const depths: number[] = [];
   const skin: number[] = [];
   for (let i = 0; i < path.length; i++) {
@@ -283,11 +291,12 @@ function creaseDepth(path: readonly ModelPoint[], luma: Float32Array, S: number)
     const [nu, nv] = [-(b[1] - a[1]) / len, (b[0] - a[0]) / len];
     const [u, v] = path[i];
     let crease = Number.POSITIVE_INFINITY;
-    for (let t = -CREASE_REACH; t <= CREASE_REACH; t += 0.5) crease = Math.min(crease, viewAt(luma, S, u + t * nu, v + t * nv));
+    for (let t = -CREASE_REACH; t <= CREASE_REACH; t += 0.5)
+      crease = Math.min(crease, viewAt(luma, S, u + t * scale * nu, v + t * scale * nv));
     skin.length = 0;
     for (const t of SKIN_OFFSETS) {
       for (const side of [-1, 1]) {
-        const x = viewAt(luma, S, u + side * t * nu, v + side * t * nv);
+        const x = viewAt(luma, S, u + side * t * scale * nu, v + side * t * scale * nv);
         if (x > 1) skin.push(x);
       }
     }

@@ -311,7 +311,14 @@ export async function analyzeImage(
           reason = "";
           // Traits only for the lines reported (line-traits.ts).
           const reported = selected.filter(({ line }) => detected[line]);
-          const ctx = { size: S, frame, landmarks, palmWidth: hand.palmWidth, luma: frameLuma(tensor, spec) };
+          const ctx = {
+            size: S,
+            frame,
+            landmarks,
+            palmWidth: hand.palmWidth,
+            luma: frameLuma(tensor, spec),
+            ruleUnit: ruleUnit(S, meta.frameSide),
+          };
           ({ traits, headLifeStart } = measureLines(reported, paths, ctx));
         }
       }

@@ -14,7 +14,8 @@ import {
   type MeasureContext,
 } from "../../../src/inference/line-traits.js";
 import type { Point } from "../../../src/landmarks/geometry.js";
-import { frameToImage, palmFrame } from "../../../src/landmarks/palm-frame.js";
+import { ruleUnit } from "../../../src/inference/postprocess.js";
+import { FRAME_SIDE, frameToImage, palmFrame } from "../../../src/landmarks/palm-frame.js";
 import { strokeMask } from "../../helpers/images.js";
 
 const S = 256;
@@ -207,6 +208,27 @@ describe("measureLine()", () => {
     const wide = measure("heart", stroke(course, 3), l);
     expect(thin.depth).toBeGreaterThan(0.2);
     expect(Math.abs(wide.depth - thin.depth)).toBeLessThanOrEqual(0.01);
+  });
+
+  it("reads a crease in a tighter frame as in 3.3.0's", () => {
+    // The same soft crease in a view framed at 1.3 palm sizes: the palm, the crease and its fade 1.7 / 1.3 times as
+    // wide in pixels. Sampled across the same share of the palm (ruleUnit), it reads the depth of the 1.7 view.
+    const soft = (sigma: number) => {
+      const l = new Float32Array(S * S).fill(180);
+      for (let v = 0; v < S; v++)
+        for (let u = 0; u < S; u++) l[v * S + u] = 180 * (1 - 0.3 * Math.exp(-((v - 110) ** 2) / (2 * sigma ** 2)));
+      return l;
+    };
+    const course = stroke([
+      [40, 110],
+      [200, 110],
+    ]);
+    const k = FRAME_SIDE / 1.3;
+    const at17 = measureLine("heart", course, 1, ctx(soft(2.5))).traits.depth;
+    const at13 = measureLine("heart", course, 1, { ...ctx(soft(2.5 * k)), ruleUnit: ruleUnit(S, 1.3) }).traits.depth;
+    const inViewPixels = measureLine("heart", course, 1, ctx(soft(2.5 * k))).traits.depth;
+    expect(Math.abs(at13 - at17)).toBeLessThanOrEqual(0.005);
+    expect(Math.abs(inViewPixels - at17)).toBeGreaterThan(0.02);
   });
 
   it("words the length on the line's own scale", () => {
