@@ -208,6 +208,8 @@ S0B_BUDGET=${S0B_TIME:+--time-budget $S0B_TIME}
 # S0B_END: stage b's wall-time budget ending at that clock time (a date(1) time, "01:50 UTC"), reckoned when stage b
 # starts, so that a run whose stage a is on steps still ends its stage b in the session (a resumed stage b counts its
 # time before the stop against it too, and ends that much early).
+# S0C_WFRAC: stage c's outside-mass term (1.0 unless set, 3.3.0's own last step; stage b's is S0B_WFRAC).
+S0C_WFRAC=${S0C_WFRAC:-1.0}
 # S0C_TIME: stage c on a wall-time budget, as S0B_TIME stage b. S0C_THIN=1: stage c's pseudo-labels cut to their ridge
 # (train_real --pseudo-thin): stage b's lines are drawn thicker than 3.3.0's, and a student copies its teacher's width.
 # S0_EMA: stages b and c also keep a moving average of their weights with that decay (train_real --ema), written as
@@ -242,7 +244,7 @@ scratch_train() {
   fi
   [ "$S0C_STEPS" -gt 0 ] || return 0
   [ -f "$R/c/final.pt" ] || $PY -m training.train_real --synth "$S" --real "$D/boxes_train" \
-    --init "$R/b/final.pt" --out "$R/c" --steps "$S0C_STEPS" --w-frac 1.0 --geo --w-pseudo 5.0 --w-cons 2.0 --seed $((S0_SEED + 2)) \
+    --init "$R/b/final.pt" --out "$R/c" --steps "$S0C_STEPS" --w-frac "$S0C_WFRAC" --geo --w-pseudo 5.0 --w-cons 2.0 --seed $((S0_SEED + 2)) \
     --threads 2 --device "$DEVICE" $BF16 $EMA $S0C_BUDGET $THIN $CKPT $(resume "$R/c")
 }
 # pick_detection KEY VALUES CKPT CALIB [VALDATA]: a detection setting chosen again on the box set's held-out training
