@@ -41,6 +41,13 @@ function luma(mask: Uint8Array | null = null, contrast = 0): Float32Array {
   return l;
 }
 
+/** Skin at brightness 180 with a soft crease along v = 110, darkest (by 0.3) on it and fading with SD `sigma` pixels. */
+function softCrease(sigma: number): Float32Array {
+  const l = new Float32Array(S * S).fill(180);
+  for (let v = 0; v < S; v++) for (let u = 0; u < S; u++) l[v * S + u] = 180 * (1 - 0.3 * Math.exp(-((v - 110) ** 2) / (2 * sigma ** 2)));
+  return l;
+}
+
 const ctx = (l: Float32Array = luma()): MeasureContext => ({ size: S, frame: FRAME, landmarks: LM, palmWidth: 160, luma: l });
 
 /** A binary S x S mask: discs of radius r along the segments through `points` (model pixels). */
@@ -198,8 +205,7 @@ describe("measureLine()", () => {
   it("reads a soft crease's depth whatever the mask's width", () => {
     // A crease darkest (by 0.3) on its course and fading over several pixels, as a photo's creases
     // do in the view; the model may draw its mask 1 or 3 pixels either side of the course.
-    const l = new Float32Array(S * S).fill(180);
-    for (let v = 0; v < S; v++) for (let u = 0; u < S; u++) l[v * S + u] = 180 * (1 - 0.3 * Math.exp(-((v - 110) ** 2) / (2 * 2.5 ** 2)));
+    const l = softCrease(2.5);
     const course: [number, number][] = [
       [40, 110],
       [200, 110],
@@ -213,20 +219,14 @@ describe("measureLine()", () => {
   it("reads a crease in a tighter frame as in 3.3.0's", () => {
     // The same soft crease in a view framed at 1.3 palm sizes: the palm, the crease and its fade 1.7 / 1.3 times as
     // wide in pixels. Sampled across the same share of the palm (ruleUnit), it reads the depth of the 1.7 view.
-    const soft = (sigma: number) => {
-      const l = new Float32Array(S * S).fill(180);
-      for (let v = 0; v < S; v++)
-        for (let u = 0; u < S; u++) l[v * S + u] = 180 * (1 - 0.3 * Math.exp(-((v - 110) ** 2) / (2 * sigma ** 2)));
-      return l;
-    };
     const course = stroke([
       [40, 110],
       [200, 110],
     ]);
     const k = FRAME_SIDE / 1.3;
-    const at17 = measureLine("heart", course, 1, ctx(soft(2.5))).traits.depth;
-    const at13 = measureLine("heart", course, 1, { ...ctx(soft(2.5 * k)), ruleUnit: ruleUnit(S, 1.3) }).traits.depth;
-    const inViewPixels = measureLine("heart", course, 1, ctx(soft(2.5 * k))).traits.depth;
+    const at17 = measureLine("heart", course, 1, ctx(softCrease(2.5))).traits.depth;
+    const at13 = measureLine("heart", course, 1, { ...ctx(softCrease(2.5 * k)), ruleUnit: ruleUnit(S, 1.3) }).traits.depth;
+    const inViewPixels = measureLine("heart", course, 1, ctx(softCrease(2.5 * k))).traits.depth;
     expect(Math.abs(at13 - at17)).toBeLessThanOrEqual(0.005);
     expect(Math.abs(inViewPixels - at17)).toBeGreaterThan(0.02);
   });
