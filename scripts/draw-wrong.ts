@@ -10,7 +10,7 @@ import { LINE_NAMES, type LineName } from "../src/inference/analyzer-types.js";
 import { createAnalyzer } from "../src/inference/analyzer.js";
 import { BOX_DIR, type Box, partOf, readBoxes } from "./box-set.js";
 import { scriptArgs } from "./cli.js";
-import AGREEMENT from "./box-agreement.json" with { type: "json" };
+import { grownBox } from "./eval-boxes.js";
 
 const USAGE = `usage: npm run draw:wrong -- --detail FILE --out DIR [--model FILE]
   For every line that FILE (the output of eval:boxes --detail on the training part) calls WRONG, reads the photo
@@ -41,12 +41,6 @@ export function wrongLines(detail: string): Wrong[] {
   return out;
 }
 
-/** grownBox is `box` grown as eval:boxes' agreement rule grows it (box-agreement.json). */
-export function grownBox([x0, y0, x1, y1]: Box): Box {
-  const g = Math.max(AGREEMENT.grow * Math.hypot(x1 - x0, y1 - y0), AGREEMENT.min_grow_px);
-  return [x0 - g, y0 - g, x1 + g, y1 + g];
-}
-
 /** SCALE: the drawing's pixels per photo pixel (the set's photos are 640 px; a crease is a pixel or two there). */
 const SCALE = 2;
 /** MARGIN: photo pixels shown around the grown box and the mask. */
@@ -54,10 +48,10 @@ const MARGIN = 30;
 
 /** drawing is the side-by-side PNG for one line: `mask` (0/255, the photo's size) and its box, over `photo`. */
 async function drawing(photo: Buffer, mask: Uint8Array, box: Box): Promise<Buffer> {
-  const { width, height } = await sharp(photo).metadata();
-  const W = width ?? 0;
-  const H = height ?? 0;
-  const { data: m } = await sharp(mask).toColourspace("b-w").raw().toBuffer({ resolveWithObject: true });
+  // The mask is the photo's size as the engine read it (eval-boxes.ts maskAgreement reads it so too).
+  const { data: m, info } = await sharp(mask).toColourspace("b-w").raw().toBuffer({ resolveWithObject: true });
+  const W = info.width;
+  const H = info.height;
   const g = grownBox(box);
   let [x0, y0, x1, y1] = g;
   for (let i = 0; i < m.length; i++) {

@@ -12,10 +12,16 @@ import { TurnTally, turned90 } from "./trait-stability.js";
 /** The agreement rule's constants, from the one table training/real_boxes.py reads too (./box-agreement.json). */
 const { grow: GROW, min_grow_px: MIN_GROW_PX, min_inside: MIN_INSIDE, min_iou: MIN_IOU } = AGREEMENT;
 
+/** grownBox is `box` grown as the agreement rule grows it: GROW of its diagonal on each side, at least MIN_GROW_PX. */
+export function grownBox([x0, y0, x1, y1]: Box): Box {
+  const g = Math.max(GROW * Math.hypot(x1 - x0, y1 - y0), MIN_GROW_PX);
+  return [x0 - g, y0 - g, x1 + g, y1 + g];
+}
+
 /** agreement scores one mask (0/255 bytes, width x height) against its box. */
 export function agreement(mask: Uint8Array, width: number, height: number, box: Box): { inside: number; iou: number; agrees: boolean } {
   const [x0, y0, x1, y1] = box;
-  const g = Math.max(GROW * Math.hypot(x1 - x0, y1 - y0), MIN_GROW_PX);
+  const [gx0, gy0, gx1, gy1] = grownBox(box);
   let n = 0;
   let inside = 0;
   let mx0 = Infinity;
@@ -26,7 +32,7 @@ export function agreement(mask: Uint8Array, width: number, height: number, box: 
     for (let x = 0; x < width; x++) {
       if (mask[y * width + x] < 128) continue;
       n++;
-      if (x >= x0 - g && x <= x1 + g && y >= y0 - g && y <= y1 + g) inside++;
+      if (x >= gx0 && x <= gx1 && y >= gy0 && y <= gy1) inside++;
       mx0 = Math.min(mx0, x);
       my0 = Math.min(my0, y);
       mx1 = Math.max(mx1, x + 1);

@@ -5,8 +5,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import sharp from "sharp";
 import { BOX_DIR, partOf } from "../../../scripts/box-set.js";
-import { grownBox, wrongLines } from "../../../scripts/draw-wrong.js";
-import { lineTable } from "../../../scripts/eval-boxes.js";
+import { wrongLines } from "../../../scripts/draw-wrong.js";
+import { grownBox, lineTable } from "../../../scripts/eval-boxes.js";
 
 /** script runs one measuring script as `npm run` does, and answers its exit status and output. */
 function script(file: string, ...args: string[]): { code: number | null; stdout: string; stderr: string } {
