@@ -210,6 +210,8 @@ S0B_BUDGET=${S0B_TIME:+--time-budget $S0B_TIME}
 # time before the stop against it too, and ends that much early).
 # S0C_WFRAC: stage c's outside-mass term (1.0 unless set, 3.3.0's own last step; stage b's is S0B_WFRAC).
 S0C_WFRAC=${S0C_WFRAC:-1.0}
+# S0C_CONS: stage c's two-jitter consistency term (2.0 unless set, 3.3.0's own last step; the forty-second run: 1.0).
+S0C_CONS=${S0C_CONS:-2.0}
 # S0C_TIME: stage c on a wall-time budget, as S0B_TIME stage b. S0C_THIN=1: stage c's pseudo-labels cut to their ridge
 # (train_real --pseudo-thin): stage b's lines are drawn thicker than 3.3.0's, and a student copies its teacher's width.
 # S0_EMA: stages b and c also keep a moving average of their weights with that decay (train_real --ema), written as
@@ -244,7 +246,7 @@ scratch_train() {
   fi
   [ "$S0C_STEPS" -gt 0 ] || return 0
   [ -f "$R/c/final.pt" ] || $PY -m training.train_real --synth "$S" --real "$D/boxes_train" \
-    --init "$R/b/final.pt" --out "$R/c" --steps "$S0C_STEPS" --w-frac "$S0C_WFRAC" --geo --w-pseudo 5.0 --w-cons 2.0 --seed $((S0_SEED + 2)) \
+    --init "$R/b/final.pt" --out "$R/c" --steps "$S0C_STEPS" --w-frac "$S0C_WFRAC" --geo --w-pseudo 5.0 --w-cons "$S0C_CONS" --seed $((S0_SEED + 2)) \
     --threads 2 --device "$DEVICE" $BF16 $EMA $S0C_BUDGET $THIN $CKPT $(resume "$R/c")
 }
 # pick_detection KEY VALUES CKPT CALIB [VALDATA]: a detection setting chosen again on the box set's held-out training
