@@ -93,6 +93,10 @@ interface PalmReading {
   tensor: Float32Array;
   probs: Float32Array;
   palm: Float32Array;
+  /** The lines selected on it, those against the palm's anatomy left out (selectLines, anatomy.ts). */
+  selected: SelectedLine[];
+  /** Per line why it is not among them. */
+  why: Record<LineName, LineReason>;
 }
 
 /** PipelineEngine is the two models the pipeline runs: hand landmarks, then the line model. */
@@ -253,8 +257,12 @@ export async function analyzeImage(
   };
   // The line model confirms a palm: where it sees too little, the landmarks were not on a palm, and
   // the search goes on past it (pipeline.spec "reads the palm a later search finds when the line
-  // model refuses the first").
+  // model refuses the first"). Where it sees the palm but draws fewer than `detection.min_lines`
+  // lines, the search goes on too (another search's frame may show them: docs/decisions/palm-searches.md,
+  // "Lines confirm the palm"), and that first such palm is the answer, `lines_unclear`, where no
+  // search gives one with lines (pipeline.spec "goes on past a palm whose lines are unclear").
   let reading: PalmReading | undefined;
+  let unclear: PalmReading | undefined;
   const confirm = async (found: Pick<HandDetection, "landmarks" | "handedness">): Promise<PalmReading | undefined> => {
     lap("landmarks");
     const palmHand = toPhoto(found);
@@ -270,60 +278,67 @@ export async function analyzeImage(
     lap("inference");
     const palm = channel(probs, meta.channels.palm, S);
     const confirmed = meta.cropMinPalm <= 0 || palmShare(palm, S, meta.thresholds.palm) >= meta.cropMinPalm * inside;
-    return confirmed ? { found, hand: palmHand, frame, tensor, probs, palm } : undefined;
+    if (!confirmed) return undefined;
+    // A line against the palm's anatomy is not reported (anatomy.ts), before the count below.
+    const { landmarks } = palmHand;
+    const midU = (imageToFrame(frame, S, ...landmarks[INDEX_MCP])[0] + imageToFrame(frame, S, ...landmarks[PINKY_MCP])[0]) / 2;
+    const lineWhy = {} as Record<LineName, LineReason>;
+    const selected = selectLines(probs, palm, meta, lineWhy).filter(({ line, course }) => {
+      if (!implausibleCourse(line, course, midU)) return true;
+      lineWhy[line] = "implausible";
+      return false;
+    });
+    lap("postprocess");
+    const read: PalmReading = { found, hand: palmHand, frame, tensor, probs, palm, selected, why: lineWhy };
+    if (selected.length >= meta.detection.minLines) return read;
+    unclear ??= read;
+    return undefined;
   };
   const found = await engine.hands.detect(small.data, small.width, small.height, async (palm) => {
     reading = await confirm(palm);
     return reading !== undefined;
   });
   lap("landmarks");
-  if (found && facing(found) === "back") {
+  // A detector that does not ask (a stand-in in tests) leaves the confirmation to here.
+  if (found && facing(found) === "palm" && reading?.found !== found) reading = await confirm(found);
+  const read = reading ?? unclear;
+  if (!read && found && facing(found) === "back") {
     hand = toPhoto(found);
     reason = "back_of_hand";
-  } else if (found) {
-    // A detector that does not ask (a stand-in in tests) leaves the confirmation to here.
-    if (reading?.found !== found) reading = await confirm(found);
-    if (reading) {
-      hand = reading.hand;
-      const { frame, tensor, probs, palm } = reading;
-      const { landmarks } = hand;
-      reason = "lines_unclear";
-      // A line against the palm's anatomy is not reported (anatomy.ts), before the count below.
-      const midU = (imageToFrame(frame, S, ...landmarks[INDEX_MCP])[0] + imageToFrame(frame, S, ...landmarks[PINKY_MCP])[0]) / 2;
-      const selected = selectLines(probs, palm, meta, why).filter(({ line, course }) => {
-        if (!implausibleCourse(line, course, midU)) return true;
-        why[line] = "implausible";
-        return false;
-      });
-      // Fewer lines than the model's `detection.min_lines` on a palm: none is reported (checked
-      // again after rendering: a line can render to no pixel).
-      if (selected.length >= meta.detection.minLines) {
-        for (const { line, prob, kept, course } of selected) {
-          masks[line] = renderFrameMask(prob, kept, S, meta.grow[line], frame, width, height);
-          detected[line] = masks[line].pixels > 0;
-          paths[line] = course.map(([u, v]) => {
-            const [x, y] = frameToImage(frame, S, u, v);
-            return [round(x, 1), round(y, 1)];
-          });
-        }
-        if (LINE_NAMES.filter((line) => detected[line]).length < meta.detection.minLines) clearLines();
-        else {
-          reason = "";
-          // Traits only for the lines reported (line-traits.ts).
-          const reported = selected.filter(({ line }) => detected[line]);
-          const ctx = {
-            size: S,
-            frame,
-            landmarks,
-            palmWidth: hand.palmWidth,
-            luma: frameLuma(tensor, spec),
-            ruleUnit: ruleUnit(S, meta.frameSide),
-          };
-          ({ traits, headLifeStart } = measureLines(reported, paths, ctx));
-        }
+  } else if (read) {
+    hand = read.hand;
+    const { frame, tensor, selected } = read;
+    const { landmarks } = hand;
+    Object.assign(why, read.why);
+    reason = "lines_unclear";
+    // Fewer lines than the model's `detection.min_lines` on a palm: none is reported (checked
+    // again after rendering: a line can render to no pixel).
+    if (selected.length >= meta.detection.minLines) {
+      for (const { line, prob, kept, course } of selected) {
+        masks[line] = renderFrameMask(prob, kept, S, meta.grow[line], frame, width, height);
+        detected[line] = masks[line].pixels > 0;
+        paths[line] = course.map(([u, v]) => {
+          const [x, y] = frameToImage(frame, S, u, v);
+          return [round(x, 1), round(y, 1)];
+        });
       }
-      lap("postprocess");
+      if (LINE_NAMES.filter((line) => detected[line]).length < meta.detection.minLines) clearLines();
+      else {
+        reason = "";
+        // Traits only for the lines reported (line-traits.ts).
+        const reported = selected.filter(({ line }) => detected[line]);
+        const ctx = {
+          size: S,
+          frame,
+          landmarks,
+          palmWidth: hand.palmWidth,
+          luma: frameLuma(tensor, spec),
+          ruleUnit: ruleUnit(S, meta.frameSide),
+        };
+        ({ traits, headLifeStart } = measureLines(reported, paths, ctx));
+      }
     }
+    lap("postprocess");
   }
 
   const stats = {} as Record<LineName, LineStats>;

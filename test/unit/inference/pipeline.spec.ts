@@ -433,6 +433,46 @@ describe("analyzeImage()", () => {
     expect(result.hand?.landmarks[0][0]).toBeCloseTo(second!.landmarks[0][0], 0);
   });
 
+  it("goes on past a palm whose lines are unclear, and answers it where no later palm shows lines", async () => {
+    const { truth, w, h } = await upscaledTruth("crop-0", 1);
+    const pose = whole(w, h, LEFT);
+    const two = parseModelMetadata({ ...META.raw, detection: '{"min_pixels":20,"min_confidence":0.5,"min_lines":2}' });
+    // The line model sees the palm at both palms the detector offers, with one line at the first and all three at
+    // the second: the first is refused (its frame may be the wrong one), the second answered.
+    const lone = oracle(truth, w, h, pose, { metadata: two, lines: ["heart"] });
+    const all = oracle(truth, w, h, pose, { metadata: two });
+    const first = await fakeHands(whole(w, h, { ...LEFT, cx: w * 0.45 }), w).detect(new Uint8Array(0), w, h);
+    const second = await fakeHands(pose, w).detect(new Uint8Array(0), w, h);
+    const offering = (offered: boolean[]): HandDetector => ({
+      async detect(_rgb, width, _height, accept) {
+        const k = width / w;
+        for (const d of [first!, second!]) {
+          const scaled = { ...d, landmarks: d.landmarks.map(([x, y]): Point => [x * k, y * k]) };
+          const ok = accept ? await accept(scaled) : true;
+          offered.push(ok);
+          if (ok) return scaled;
+        }
+        return null;
+      },
+    });
+    let calls = 0;
+    const later: PipelineModel = { metadata: two, run: (t) => (++calls === 1 ? lone : all).run(t) };
+    const offered: boolean[] = [];
+    const { result } = await analyzeImage(fixtureImage("crop-0"), engine(later, offering(offered)));
+    expect(offered).toEqual([false, true]);
+    expect(result.reason).toBe("");
+    for (const line of LINE_NAMES) expect(result.stats[line].detected, line).toBe(true);
+    expect(result.hand?.landmarks[0][0]).toBeCloseTo(second!.landmarks[0][0], 0);
+
+    // One line at every palm offered: none is accepted, and the first is the answer, its lines unclear.
+    const none: boolean[] = [];
+    const unclear = (await analyzeImage(fixtureImage("crop-0"), engine(lone, offering(none)))).result;
+    expect(none).toEqual([false, false]);
+    expect(unclear.reason).toBe("lines_unclear");
+    for (const line of LINE_NAMES) expect(unclear.stats[line].detected, line).toBe(false);
+    expect(unclear.hand?.landmarks[0][0]).toBeCloseTo(first!.landmarks[0][0], 0);
+  });
+
   it("reports no line, and says the lines are unclear, when fewer than detection.min_lines are found", async () => {
     const { truth, w, h } = await upscaledTruth("crop-0", 1);
     const bytes = fixtureImage("crop-0");
