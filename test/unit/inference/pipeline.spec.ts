@@ -127,6 +127,28 @@ function oracle(
   return model;
 }
 
+/**
+ * offering is a hand detector that offers `palms` (found on a w-wide photo) in turn until `accept` takes one,
+ * recording each answer in `offered`; none taken, it finds no hand.
+ */
+function offering(palms: Found[], w: number, offered: boolean[]): HandDetector {
+  return {
+    async detect(_rgb, width, _height, accept) {
+      const k = width / w;
+      for (const d of palms) {
+        const scaled = { ...d, landmarks: d.landmarks.map(([x, y]): Point => [x * k, y * k]) };
+        const ok = accept ? await accept(scaled) : true;
+        offered.push(ok);
+        if (ok) return scaled;
+      }
+      return null;
+    },
+  };
+}
+
+/** Found is what a hand detector finds. */
+type Found = NonNullable<Awaited<ReturnType<HandDetector["detect"]>>>;
+
 function engine(lines: PipelineModel, hands: HandDetector): PipelineEngine {
   return { lines, hands };
 }
@@ -413,19 +435,7 @@ describe("analyzeImage()", () => {
     const first = await fakeHands(whole(w, h, { ...LEFT, cx: w * 0.3 }), w).detect(new Uint8Array(0), w, h);
     const second = await fakeHands(pose, w).detect(new Uint8Array(0), w, h);
     const offered: boolean[] = [];
-    const hands: HandDetector = {
-      async detect(_rgb, width, _height, accept) {
-        const k = width / w;
-        for (const d of [first!, second!]) {
-          const scaled = { ...d, landmarks: d.landmarks.map(([x, y]): Point => [x * k, y * k]) };
-          const ok = accept ? await accept(scaled) : true;
-          offered.push(ok);
-          if (ok) return scaled;
-        }
-        return null;
-      },
-    };
-    const { result } = await analyzeImage(fixtureImage("crop-0"), engine(model, hands));
+    const { result } = await analyzeImage(fixtureImage("crop-0"), engine(model, offering([first!, second!], w, offered)));
     expect(offered).toEqual([false, true]);
     expect(calls).toBe(2);
     expect(result.reason).toBe("");
@@ -443,22 +453,10 @@ describe("analyzeImage()", () => {
     const all = oracle(truth, w, h, pose, { metadata: two });
     const first = await fakeHands(whole(w, h, { ...LEFT, cx: w * 0.45 }), w).detect(new Uint8Array(0), w, h);
     const second = await fakeHands(pose, w).detect(new Uint8Array(0), w, h);
-    const offering = (offered: boolean[]): HandDetector => ({
-      async detect(_rgb, width, _height, accept) {
-        const k = width / w;
-        for (const d of [first!, second!]) {
-          const scaled = { ...d, landmarks: d.landmarks.map(([x, y]): Point => [x * k, y * k]) };
-          const ok = accept ? await accept(scaled) : true;
-          offered.push(ok);
-          if (ok) return scaled;
-        }
-        return null;
-      },
-    });
     let calls = 0;
     const later: PipelineModel = { metadata: two, run: (t) => (++calls === 1 ? lone : all).run(t) };
     const offered: boolean[] = [];
-    const { result } = await analyzeImage(fixtureImage("crop-0"), engine(later, offering(offered)));
+    const { result } = await analyzeImage(fixtureImage("crop-0"), engine(later, offering([first!, second!], w, offered)));
     expect(offered).toEqual([false, true]);
     expect(result.reason).toBe("");
     for (const line of LINE_NAMES) expect(result.stats[line].detected, line).toBe(true);
@@ -466,7 +464,7 @@ describe("analyzeImage()", () => {
 
     // One line at every palm offered: none is accepted, and the first is the answer, its lines unclear.
     const none: boolean[] = [];
-    const unclear = (await analyzeImage(fixtureImage("crop-0"), engine(lone, offering(none)))).result;
+    const unclear = (await analyzeImage(fixtureImage("crop-0"), engine(lone, offering([first!, second!], w, none)))).result;
     expect(none).toEqual([false, false]);
     expect(unclear.reason).toBe("lines_unclear");
     for (const line of LINE_NAMES) expect(unclear.stats[line].detected, line).toBe(false);
