@@ -206,7 +206,7 @@ const SEARCHES: readonly Search[] = [
  * MIRRORED_SEARCHES run on the photo mirrored left to right, after every search of SEARCHES has shown no palm: the
  * filling searches and the weak one. The landmark model is not symmetric: on the box set's training part, 13 of the
  * 33 tight close-ups no search found are palms mirrored, with 34 lines agreeing with their boxes and 2 drawn wrong;
- * mirroring every search found the same 13 (docs/decisions/palm-searches.md, "The photo mirrored"). Pinned by
+ * mirroring every search found the same 13 (docs/decisions/palm-searches.md, "The photo mirrored, last"). Pinned by
  * hand-landmarker.spec "finds the palm of a tight close-up in the photo mirrored".
  */
 const MIRRORED_SEARCHES: readonly Search[] = SEARCHES.filter((search) => search.filling || search.weak);
@@ -279,7 +279,7 @@ function brighten(rgb: Uint8Array, n: number, mean: number, lift: Lift): Uint8Ar
 }
 
 /**
- * searchHand tries the searches of SEARCHES in order (`tryOnce`: one detector and landmark run on
+ * searchHand tries `searches` (SEARCHES unless given) in order (`tryOnce`: one detector and landmark run on
  * the photo or its brightened copy) until one gives a palm facing the camera whose landmarks the
  * landmark model accepts (and `accept`, where given): a close-up can be detected as it is and yet
  * need the zoom-out for its landmarks, and an answer that shows the back, or a palm `accept`
@@ -287,7 +287,8 @@ function brighten(rgb: Uint8Array, n: number, mean: number, lift: Lift): Uint8Ar
  * answered. Pinned by hand-landmarker.spec "finds a hand on every photo"
  * (box-492, a close-up, needs the zoom-out), "finds the palm on close-ups whose fingers are out of
  * the frame", "goes on past an answer that shows the back" and "finds the palm on a dark close-up
- * by padding it".
+ * by padding it". `budget.refused` counts the palms `accept` refused, across the passes of one
+ * detect, up to MAX_REFUSED.
  */
 async function searchHand(
   rgb: Uint8Array,
