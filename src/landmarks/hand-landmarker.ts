@@ -424,18 +424,22 @@ export async function createHandLandmarker(options: HandLandmarkerOptions = {}):
     if (!result || facing(result) === "back") {
       // The mirrored pass ({@link MIRRORED_SEARCHES}): only where no search has shown a palm, so every palm found
       // before is found as before; a back seen before stays the answer where it shows none either.
+      // Each palm is mapped back once, as it is found: `accept` sees the very detection returned.
       const mirroredFills: FillState = { likeliest: [], weak: null };
       const found = await searchHand(
         mirrorRgb(rgb, width, height),
         width,
         height,
-        (image, search) => searchOnce(image, width, height, search, timings, mirroredFills),
-        accept && ((palm) => accept(unmirrored(palm, width))),
+        async (image, search) => {
+          const d = await searchOnce(image, width, height, search, timings, mirroredFills);
+          return d && unmirrored(d, width);
+        },
+        accept,
         MIRRORED_SEARCHES,
         budget,
       );
-      if (found && facing(found) === "palm") result = unmirrored(found, width);
-      else result ??= found && unmirrored(found, width);
+      if (found && facing(found) === "palm") result = found;
+      else result ??= found;
     }
     timings.total = performance.now() - t0;
     return result;
